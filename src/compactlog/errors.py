@@ -1,0 +1,118 @@
+"""The one error hierarchy of compactlog.
+
+Every error the package raises on purpose derives from :class:`CompactlogError`. Errors that can
+reach a Kafka client carry the Kafka protocol error code in ``error_code`` (the numbers are
+Kafka's, from ``org.apache.kafka.common.protocol.Errors``), so the broker can answer with them
+unchanged and the CLI can print them.
+
+Families:
+
+* corrupt data: :class:`CorruptRecordError` (bytes that do not follow the record format);
+* storage I/O: :class:`StorageError` (the filesystem failed us);
+* configuration: :class:`ConfigError` (a config name or value is not acceptable);
+* requests: everything else here, each the local twin of one Kafka error code.
+"""
+
+from __future__ import annotations
+
+# Kafka protocol error codes used by the storage layer (Errors.java).
+UNKNOWN_SERVER_ERROR = -1
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+MESSAGE_TOO_LARGE = 10
+INVALID_TOPIC_EXCEPTION = 17
+RECORD_LIST_TOO_LARGE = 18
+INVALID_TIMESTAMP = 32
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_CONFIG = 40
+INVALID_REQUEST = 42
+POLICY_VIOLATION = 44
+KAFKA_STORAGE_ERROR = 56
+UNSUPPORTED_COMPRESSION_TYPE = 76
+INVALID_RECORD = 87
+
+
+class CompactlogError(Exception):
+    """Base of every error compactlog raises on purpose."""
+
+    error_code: int = UNKNOWN_SERVER_ERROR
+
+
+class CorruptRecordError(CompactlogError):
+    """Bytes that are not a valid record batch; the message names the field and the numbers."""
+
+    error_code = CORRUPT_MESSAGE
+
+
+class UnsupportedCompressionError(CorruptRecordError):
+    """A batch names a compression codec outside 0-4 (or one we cannot decode)."""
+
+    error_code = UNSUPPORTED_COMPRESSION_TYPE
+
+
+class StorageError(CompactlogError):
+    """The filesystem failed (ENOSPC, EIO, ...); the log directory may need to go offline."""
+
+    error_code = KAFKA_STORAGE_ERROR
+
+
+class ConfigError(CompactlogError):
+    """An unknown config name or a value outside its valid range."""
+
+    error_code = INVALID_CONFIG
+
+
+class InvalidTopicError(CompactlogError):
+    """A topic name that Kafka would refuse (characters, length, ``.``/``..``)."""
+
+    error_code = INVALID_TOPIC_EXCEPTION
+
+
+class TopicExistsError(CompactlogError):
+    error_code = TOPIC_ALREADY_EXISTS
+
+
+class UnknownTopicOrPartitionError(CompactlogError):
+    error_code = UNKNOWN_TOPIC_OR_PARTITION
+
+
+class InvalidPartitionsError(CompactlogError):
+    error_code = INVALID_PARTITIONS
+
+
+class InvalidRecordError(CompactlogError):
+    """A record the log refuses as a whole batch (for example a null key on a compacted topic)."""
+
+    error_code = INVALID_RECORD
+
+
+class InvalidTimestampError(CompactlogError):
+    error_code = INVALID_TIMESTAMP
+
+
+class MessageTooLargeError(CompactlogError):
+    """A batch larger than the topic's ``max.message.bytes``."""
+
+    error_code = MESSAGE_TOO_LARGE
+
+
+class RecordBatchTooLargeError(CompactlogError):
+    """A batch larger than ``segment.bytes``: it can never fit in a segment."""
+
+    error_code = RECORD_LIST_TOO_LARGE
+
+
+class OffsetOutOfRangeError(CompactlogError):
+    """A read below the log start offset or above the log end offset."""
+
+    error_code = OFFSET_OUT_OF_RANGE
+
+
+class PolicyViolationError(CompactlogError):
+    error_code = POLICY_VIOLATION
+
+
+class InvalidRequestError(CompactlogError):
+    error_code = INVALID_REQUEST

@@ -1,0 +1,834 @@
+"""RecordBatch v2 ("magic 2"): the unit of storage, replication and compaction (spec 2.1-2.4).
+
+Batch layout (big-endian; offsets are from the start of the batch)::
+
+    offset size  field
+     0      8    baseOffset            int64  offset of the first record slot
+     8      4    batchLength           int32  bytes after this field (= total size - 12)
+    12      4    partitionLeaderEpoch  int32  -1 if unknown; NOT covered by the CRC
+    16      1    magic                 int8   2
+    17      4    crc                   uint32 CRC-32C of bytes [21, end of batch)
+    21      2    attributes            int16  see below
+    23      4    lastOffsetDelta       int32  lastOffset - baseOffset
+    27      8    baseTimestamp         int64  first record's timestamp, or the delete horizon
+    35      8    maxTimestamp          int64  max record timestamp, or the log append time
+    43      8    producerId            int64  -1 if none
+    51      2    producerEpoch         int16  -1 if none
+    53      4    baseSequence          int32  -1 if none
+    57      4    recordsCount          int32  number of records
+    61      ..   records               the records, or one compressed stream of them
+
+Attributes (only the low byte is used)::
+
+    bits 0-2  compression codec (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd; 5-7 invalid)
+    bit  3    timestamp type (0 CreateTime, 1 LogAppendTime)
+    bit  4    transactional
+    bit  5    control batch (transaction markers and other control records)
+    bit  6    baseTimestamp holds the delete horizon (KIP-534)
+
+Record layout (inside the records section)::
+
+    length          varint   bytes of the record after this field
+    attributes      int8     unused, 0
+    timestampDelta  varlong  timestamp - baseTimestamp
+    offsetDelta     varint   offset - baseOffset
+    keyLength       varint   -1 = null key
+    key             bytes
+    valueLength     varint   -1 = null value (a tombstone when the key is not null)
+    value           bytes
+    headersCount    varint   >= 0
+    headers         headersCount x (keyLength varint >= 0, UTF-8 key,
+                                    valueLength varint (-1 = null), value)
+
+Null and empty are different everywhere: ``None`` is a null key or value, ``b""`` an empty one.
+
+Reading goes through :mod:`compactlog.records.columns` (one compiled pass over all records);
+:meth:`RecordBatch.records` is the per-batch convenience on top of it.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import typing
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
+
+import crc32c
+
+from compactlog.errors import CorruptRecordError
+from compactlog.records.compression import Compression, compress
+from compactlog.records.varint import (
+    INT32_MAX,
+    VARINT_TABLE,
+    VARINT_TABLE_MAX,
+    encode_varint,
+    encode_varlong,
+)
+
+Buffer = bytes | bytearray | memoryview
+
+# --------------------------------------------------------------------------------------------
+# Header field offsets and sizes
+
+BASE_OFFSET_OFFSET = 0
+BASE_OFFSET_LENGTH = 8
+BATCH_LENGTH_OFFSET = BASE_OFFSET_OFFSET + BASE_OFFSET_LENGTH  # 8
+BATCH_LENGTH_LENGTH = 4
+PARTITION_LEADER_EPOCH_OFFSET = BATCH_LENGTH_OFFSET + BATCH_LENGTH_LENGTH  # 12
+PARTITION_LEADER_EPOCH_LENGTH = 4
+MAGIC_OFFSET = PARTITION_LEADER_EPOCH_OFFSET + PARTITION_LEADER_EPOCH_LENGTH  # 16
+MAGIC_LENGTH = 1
+CRC_OFFSET = MAGIC_OFFSET + MAGIC_LENGTH  # 17
+CRC_LENGTH = 4
+ATTRIBUTES_OFFSET = CRC_OFFSET + CRC_LENGTH  # 21
+ATTRIBUTES_LENGTH = 2
+LAST_OFFSET_DELTA_OFFSET = ATTRIBUTES_OFFSET + ATTRIBUTES_LENGTH  # 23
+LAST_OFFSET_DELTA_LENGTH = 4
+BASE_TIMESTAMP_OFFSET = LAST_OFFSET_DELTA_OFFSET + LAST_OFFSET_DELTA_LENGTH  # 27
+BASE_TIMESTAMP_LENGTH = 8
+MAX_TIMESTAMP_OFFSET = BASE_TIMESTAMP_OFFSET + BASE_TIMESTAMP_LENGTH  # 35
+MAX_TIMESTAMP_LENGTH = 8
+PRODUCER_ID_OFFSET = MAX_TIMESTAMP_OFFSET + MAX_TIMESTAMP_LENGTH  # 43
+PRODUCER_ID_LENGTH = 8
+PRODUCER_EPOCH_OFFSET = PRODUCER_ID_OFFSET + PRODUCER_ID_LENGTH  # 51
+PRODUCER_EPOCH_LENGTH = 2
+BASE_SEQUENCE_OFFSET = PRODUCER_EPOCH_OFFSET + PRODUCER_EPOCH_LENGTH  # 53
+BASE_SEQUENCE_LENGTH = 4
+RECORDS_COUNT_OFFSET = BASE_SEQUENCE_OFFSET + BASE_SEQUENCE_LENGTH  # 57
+RECORDS_COUNT_LENGTH = 4
+RECORDS_OFFSET = RECORDS_COUNT_OFFSET + RECORDS_COUNT_LENGTH  # 61
+
+#: Size of the batch header; also the smallest valid batch (no records).
+RECORD_BATCH_OVERHEAD = RECORDS_OFFSET
+#: baseOffset + batchLength: the framing every log entry format shares.
+LOG_OVERHEAD = BASE_OFFSET_LENGTH + BATCH_LENGTH_LENGTH
+#: Bytes to read to learn an entry's size and format (framing, leader epoch, magic).
+HEADER_SIZE_UP_TO_MAGIC = MAGIC_OFFSET + MAGIC_LENGTH
+#: Smallest legal batchLength: a header with no records.
+MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+#: A record takes at least 7 bytes (length, attributes, timestampDelta, offsetDelta, keyLength,
+#: valueLength and headersCount at one byte each), which bounds how many records a batch can
+#: hold before anything is allocated for them.
+MIN_RECORD_SIZE = 7
+
+MAGIC_V2 = 2
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+# Attribute masks (Kafka's names).
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+DELETE_HORIZON_FLAG_MASK = 0x40
+
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
+# The two halves around the CRC: what precedes it, and what it covers.
+_HEAD_STRUCT = struct.Struct(">qiibI")  # baseOffset .. crc
+_TAIL_STRUCT = struct.Struct(">hiqqqhii")  # attributes .. recordsCount
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_UINT32 = struct.Struct(">I")
+assert HEADER_STRUCT.size == RECORD_BATCH_OVERHEAD
+assert _HEAD_STRUCT.size == ATTRIBUTES_OFFSET
+
+
+class TimestampType(enum.IntEnum):
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+Header = tuple[str, bytes | None]
+
+
+class Record(typing.NamedTuple):
+    """One record as read: absolute offset and timestamp, key, value, headers."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+class BatchHeader(typing.NamedTuple):
+    """The 13 fields of a v2 batch header, in file order."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> Compression:
+        """The codec; raises UnsupportedCompressionError for codec ids 5-7."""
+        return Compression.from_id(self.attributes & COMPRESSION_CODEC_MASK)
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return (
+            TimestampType.LOG_APPEND_TIME
+            if self.attributes & TIMESTAMP_TYPE_MASK
+            else TimestampType.CREATE_TIME
+        )
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_FLAG_MASK)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """The delete horizon (KIP-534) if bit 6 is set, else None."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG_MASK else None
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id > NO_PRODUCER_ID
+
+    @property
+    def last_sequence(self) -> int:
+        """baseSequence + lastOffsetDelta, wrapping past int32 max to 0 as Kafka does."""
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return _increment_sequence(self.base_sequence, self.last_offset_delta)
+
+
+def _increment_sequence(sequence: int, increment: int) -> int:
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """Parse the 61-byte v2 header at ``pos`` and check the numbers that frame the batch.
+
+    Raises CorruptRecordError when fewer than 61 bytes are available, the magic is not 2,
+    batchLength < 49, recordsCount < 0 or lastOffsetDelta < 0. The CRC is not checked here
+    (see :func:`is_crc_valid`), nor that the whole batch is present.
+    """
+    available = len(buf) - pos
+    if pos < 0 or available < RECORD_BATCH_OVERHEAD:
+        raise CorruptRecordError(
+            f"record batch header at position {pos} needs {RECORD_BATCH_OVERHEAD} bytes, "
+            f"only {max(available, 0)} available"
+        )
+    magic = buf[pos + MAGIC_OFFSET]
+    if magic != MAGIC_V2:
+        magic = magic - 256 if magic > 127 else magic  # an int8, as Kafka prints it
+        raise CorruptRecordError(
+            f"unsupported magic {magic} at position {pos} (only magic {MAGIC_V2} is supported)"
+        )
+    try:
+        header = BatchHeader._make(HEADER_STRUCT.unpack_from(buf, pos))
+    except struct.error as exc:  # not reachable with the length checked above; a backstop
+        raise CorruptRecordError(f"record batch header at position {pos}: {exc}") from exc
+    if header.batch_length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(
+            f"record batch at position {pos} has batchLength {header.batch_length}, "
+            f"less than the minimum {MIN_BATCH_LENGTH}"
+        )
+    if header.records_count < 0:
+        raise CorruptRecordError(
+            f"record batch at position {pos} has negative recordsCount {header.records_count}"
+        )
+    if header.last_offset_delta < 0:
+        raise CorruptRecordError(
+            f"record batch at position {pos} has negative lastOffsetDelta "
+            f"{header.last_offset_delta}"
+        )
+    return header
+
+
+def compute_crc(buf: Buffer, pos: int, size: int) -> int:
+    """CRC-32C of the batch bytes the CRC covers: ``[pos + 21, pos + size)``."""
+    with memoryview(buf) as view:
+        return int(crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size]))
+
+
+def is_crc_valid(buf: Buffer, pos: int = 0, size: int | None = None) -> bool:
+    """Whether the batch at ``pos`` is at least 61 bytes, fully present, and its CRC matches.
+
+    ``size`` defaults to the size in the batch's own header.
+    """
+    if pos < 0 or len(buf) - pos < RECORD_BATCH_OVERHEAD:
+        return False
+    if size is None:
+        size = _INT32.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)[0] + LOG_OVERHEAD
+    if size < RECORD_BATCH_OVERHEAD or size > len(buf) - pos:
+        return False
+    stored: int = _UINT32.unpack_from(buf, pos + CRC_OFFSET)[0]
+    return stored == compute_crc(buf, pos, size)
+
+
+def _batch_size_at(buf: Buffer, pos: int, header: BatchHeader) -> int:
+    size = header.size_in_bytes
+    if size > len(buf) - pos:
+        raise CorruptRecordError(
+            f"record batch at position {pos} (base offset {header.base_offset}) is {size} bytes "
+            f"but only {len(buf) - pos} are available"
+        )
+    return size
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+
+
+class RecordBatch:
+    """The exact bytes of one v2 batch, with its parsed header.
+
+    ``RecordBatch(buf, pos)`` takes the batch starting at ``pos``; its length comes from the
+    header. The bytes are copied (unless ``buf`` is already exactly the batch as ``bytes``), so
+    later changes to ``buf`` do not show through.
+    """
+
+    __slots__ = ("_raw", "header")
+
+    def __init__(self, buf: Buffer, pos: int = 0) -> None:
+        header = read_header(buf, pos)
+        size = _batch_size_at(buf, pos, header)
+        if isinstance(buf, bytes) and pos == 0 and size == len(buf):
+            self._raw = buf
+        else:
+            with memoryview(buf) as view:
+                self._raw = bytes(view[pos : pos + size])
+        self.header = header
+
+    def __repr__(self) -> str:
+        h = self.header
+        return (
+            f"RecordBatch(base_offset={h.base_offset}, last_offset={h.last_offset}, "
+            f"count={h.records_count}, size={h.size_in_bytes}, attributes=0x{h.attributes:02x})"
+        )
+
+    @property
+    def raw(self) -> bytes:
+        """Exactly the batch's bytes."""
+        return self._raw
+
+    # Header conveniences.
+    @property
+    def base_offset(self) -> int:
+        return self.header.base_offset
+
+    @property
+    def last_offset(self) -> int:
+        return self.header.last_offset
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self.header.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.header.next_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.header.size_in_bytes
+
+    @property
+    def attributes(self) -> int:
+        return self.header.attributes
+
+    @property
+    def compression(self) -> Compression:
+        return self.header.compression
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return self.header.timestamp_type
+
+    @property
+    def is_transactional(self) -> bool:
+        return self.header.is_transactional
+
+    @property
+    def is_control(self) -> bool:
+        return self.header.is_control
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return self.header.has_delete_horizon
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        return self.header.delete_horizon_ms
+
+    @property
+    def base_timestamp(self) -> int:
+        return self.header.base_timestamp
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.header.max_timestamp
+
+    @property
+    def producer_id(self) -> int:
+        return self.header.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        return self.header.producer_epoch
+
+    @property
+    def base_sequence(self) -> int:
+        return self.header.base_sequence
+
+    @property
+    def last_sequence(self) -> int:
+        return self.header.last_sequence
+
+    @property
+    def records_count(self) -> int:
+        return self.header.records_count
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return self.header.partition_leader_epoch
+
+    @property
+    def crc(self) -> int:
+        return self.header.crc
+
+    def compute_crc(self) -> int:
+        return compute_crc(self._raw, 0, len(self._raw))
+
+    def is_valid(self) -> bool:
+        """Kafka's ``isValid``: at least 61 bytes and the stored CRC matches."""
+        return len(self._raw) >= RECORD_BATCH_OVERHEAD and self.header.crc == self.compute_crc()
+
+    def ensure_valid(self) -> None:
+        """Raise CorruptRecordError unless :meth:`is_valid`."""
+        computed = self.compute_crc()
+        if self.header.crc != computed:
+            raise CorruptRecordError(
+                f"record batch CRC mismatch at offset {self.header.base_offset}: "
+                f"stored 0x{self.header.crc:08x}, computed 0x{computed:08x}"
+            )
+
+    def records(
+        self, max_decompressed: int | None = None, *, verify_crc: bool = True
+    ) -> list[Record]:
+        """All records, fully validated (every length and count checked against the bytes).
+
+        ``max_decompressed`` bounds the decompressed records section (decompression-bomb
+        guard). The CRC is checked first unless ``verify_crc`` is False.
+        """
+        # columns builds on this module, so it is imported when first needed.
+        from compactlog.records.columns import decode_columns  # noqa: PLC0415
+
+        return decode_columns(
+            self._raw, verify_crc=verify_crc, max_decompressed=max_decompressed
+        ).to_records()
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records())
+
+
+def iter_batches(buf: Buffer, pos: int = 0) -> Iterator[RecordBatch]:
+    """The batches of a buffer holding whole v2 batches back to back (strict: a partial batch
+    at the end raises CorruptRecordError)."""
+    end = len(buf)
+    while pos < end:
+        batch = RecordBatch(buf, pos)
+        yield batch
+        pos += batch.size_in_bytes
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+RecordInput = (
+    tuple[Buffer | None, Buffer | None]
+    | tuple[Buffer | None, Buffer | None, Sequence[tuple[str, Buffer | None]]]
+)
+
+_NULL = VARINT_TABLE[0]  # varint -1: null key / value
+_ZERO = VARINT_TABLE[1]  # varint 0: attributes byte, zero deltas, no headers
+
+
+def _attributes(
+    compression: Compression,
+    timestamp_type: TimestampType,
+    is_transactional: bool,
+    is_control: bool,
+    has_delete_horizon: bool,
+) -> int:
+    attrs = int(compression)
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attrs |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attrs |= TRANSACTIONAL_FLAG_MASK
+    if is_control:
+        attrs |= CONTROL_FLAG_MASK
+    if has_delete_horizon:
+        attrs |= DELETE_HORIZON_FLAG_MASK
+    return attrs
+
+
+def _encode_headers(headers: Sequence[tuple[str, Buffer | None]]) -> list[Buffer]:
+    parts: list[Buffer] = [encode_varint(len(headers))]
+    for name, value in headers:
+        encoded = name.encode("utf-8")
+        parts.append(encode_varint(len(encoded)))
+        parts.append(encoded)
+        if value is None:
+            parts.append(_NULL)
+        else:
+            parts.append(encode_varint(len(value)))
+            parts.append(value)
+    return parts
+
+
+def _varint_bytes(numbers: Iterable[int], varlong: bool) -> list[bytes]:
+    table = VARINT_TABLE
+    table_max = VARINT_TABLE_MAX
+    encode = encode_varlong if varlong else encode_varint
+    return [table[x + 1] if -1 <= x <= table_max else encode(x) for x in numbers]
+
+
+# attributes + timestampDelta 0 + offsetDelta i, for i = 0 .. VARINT_TABLE_MAX: the start of
+# every record of a batch whose records share one timestamp (build_batch's default).
+_SAME_TIMESTAMP_PREFIXES: tuple[bytes, ...] = tuple(
+    _ZERO + _ZERO + VARINT_TABLE[i + 1] for i in range(VARINT_TABLE_MAX + 1)
+)
+
+
+def _record_prefixes(
+    n: int, timestamp_deltas: Sequence[int] | int, offset_deltas: Sequence[int] | None
+) -> Sequence[bytes]:
+    """The attributes byte, timestampDelta and offsetDelta of each record, as one piece."""
+    if offset_deltas is None and timestamp_deltas == 0 and n <= len(_SAME_TIMESTAMP_PREFIXES):
+        return _SAME_TIMESTAMP_PREFIXES[:n]
+    if offset_deltas is None and n <= VARINT_TABLE_MAX:
+        od_bytes: Sequence[bytes] = VARINT_TABLE[1 : n + 1]
+    else:
+        od_bytes = _varint_bytes(range(n) if offset_deltas is None else offset_deltas, False)
+    if isinstance(timestamp_deltas, int):
+        heads: Iterable[bytes] = repeat(_ZERO + encode_varlong(timestamp_deltas), n)
+    else:
+        heads = map(bytes.__add__, repeat(_ZERO), _varint_bytes(timestamp_deltas, varlong=True))
+    # map(bytes.__add__, ...) concatenates in C, without a Python frame per record.
+    return list(map(bytes.__add__, heads, od_bytes))
+
+
+def _encode_records(
+    records: Sequence[RecordInput],
+    timestamp_deltas: Sequence[int] | int,
+    offset_deltas: Sequence[int] | None,
+) -> bytes:
+    """The uncompressed records section.
+
+    This is the producer's hot loop, so it avoids per-field function calls: varints of small
+    numbers come from precomputed tables, the first three fields of a record travel as one
+    piece, each record adds its pieces to one list with a single ``+=`` (no bytes are
+    concatenated), and the list is joined once.
+    """
+    prefixes = _record_prefixes(len(records), timestamp_deltas, offset_deltas)
+    try:
+        return _encode_pairs(records, prefixes)
+    except ValueError:  # a record with headers (or bad input): the general path sorts it out
+        return _encode_records_with_headers(records, prefixes)
+
+
+def _encode_pairs(records: Sequence[RecordInput], prefixes: Sequence[bytes]) -> bytes:
+    """Records given as (key, value) pairs; raises ValueError on a (key, value, headers)."""
+    table = VARINT_TABLE
+    table_max = VARINT_TABLE_MAX
+    null = _NULL
+    zero = _ZERO
+    empty = b""
+    parts: list[Buffer] = []
+    # mypy cannot see that unpacking a 3-tuple raises ValueError (the caller's signal).
+    for prefix, (key, value) in zip(prefixes, records, strict=True):  # type: ignore[misc]
+        if key is None:
+            key_len_bytes = null
+            key_size = 0
+            key = empty
+        else:
+            key_size = len(key)
+            key_len_bytes = (
+                table[key_size + 1] if key_size <= table_max else encode_varint(key_size)
+            )
+        if value is None:
+            value_len_bytes = null
+            value_size = 0
+            value = empty
+        else:
+            value_size = len(value)
+            value_len_bytes = (
+                table[value_size + 1] if value_size <= table_max else encode_varint(value_size)
+            )
+        # prefix + key + value + headersCount (1 byte: no headers)
+        length = len(prefix) + len(key_len_bytes) + key_size + len(value_len_bytes) + value_size + 1
+        parts += (
+            table[length + 1] if length <= table_max else encode_varint(length),
+            prefix,
+            key_len_bytes,
+            key,
+            value_len_bytes,
+            value,
+            zero,
+        )
+    return b"".join(parts)
+
+
+def _encode_records_with_headers(
+    records: Sequence[RecordInput], prefixes: Sequence[bytes]
+) -> bytes:
+    """The general form of :func:`_encode_pairs`, for records that may carry headers."""
+    parts: list[Buffer] = []
+    for prefix, record in zip(prefixes, records, strict=True):
+        if not 2 <= len(record) <= 3:
+            raise ValueError(f"a record is (key, value) or (key, value, headers), not {record!r}")
+        body: list[Buffer] = [prefix]
+        for field in record[:2]:
+            if field is None:
+                body.append(_NULL)
+            else:
+                body.append(encode_varint(len(field)))
+                body.append(field)
+        headers = record[2] if len(record) == 3 else None
+        if headers:
+            body += _encode_headers(headers)
+        else:
+            body.append(_ZERO)
+        parts.append(encode_varint(sum(map(len, body))))
+        parts += body
+    return b"".join(parts)
+
+
+def _pack_batch(
+    section: bytes,
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    records_count: int,
+) -> bytes:
+    try:
+        tail = _TAIL_STRUCT.pack(
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            records_count,
+        )
+        crc = int(crc32c.crc32c(section, crc32c.crc32c(tail)))
+        head = _HEAD_STRUCT.pack(
+            base_offset,
+            MIN_BATCH_LENGTH + len(section),
+            partition_leader_epoch,
+            MAGIC_V2,
+            crc,
+        )
+    except struct.error as exc:
+        raise ValueError(f"a record batch header field is out of range: {exc}") from exc
+    return b"".join((head, tail, section))
+
+
+def build_batch(
+    records: Sequence[RecordInput],
+    *,
+    base_offset: int = 0,
+    timestamps: int | Sequence[int] = NO_TIMESTAMP,
+    compression: Compression = Compression.NONE,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    delete_horizon_ms: int | None = None,
+    offset_deltas: Sequence[int] | None = None,
+    last_offset_delta: int | None = None,
+    max_timestamp: int | None = None,
+    compression_level: int | None = None,
+) -> bytes:
+    """Encode ``records`` (``(key, value)`` or ``(key, value, headers)`` tuples) as one batch.
+
+    The bytes are Kafka's: ``MemoryRecordsBuilder`` given the same inputs writes the same batch
+    (for compressed batches, the same records section before compression).
+
+    * ``timestamps``: one int for every record, or one per record.
+    * ``offset_deltas``: defaults to ``0 .. n-1``; the cleaner passes the surviving records'
+      original deltas, and ``last_offset_delta`` to keep the original last offset.
+    * ``delete_horizon_ms``: sets attribute bit 6 and stores the horizon as baseTimestamp, the
+      record timestamp deltas then being relative to it. Otherwise baseTimestamp is the first
+      record's timestamp (-1 for no records).
+    * ``max_timestamp``: defaults to the largest record timestamp, starting from -1 as Kafka's
+      builder does; pass the append time for LOG_APPEND_TIME batches.
+    """
+    n = len(records)
+    if isinstance(timestamps, int):
+        ts_list: list[int] | None = None
+        first_ts = max_ts = timestamps
+    else:
+        ts_list = list(timestamps)
+        if len(ts_list) != n:
+            raise ValueError(f"{len(ts_list)} timestamps given for {n} records")
+        first_ts = ts_list[0] if n else NO_TIMESTAMP
+        max_ts = max(ts_list, default=NO_TIMESTAMP)
+    if offset_deltas is not None and len(offset_deltas) != n:
+        raise ValueError(f"{len(offset_deltas)} offset deltas given for {n} records")
+    if delete_horizon_ms is not None:
+        base_timestamp = delete_horizon_ms
+    else:
+        base_timestamp = first_ts if n else NO_TIMESTAMP
+    if max_timestamp is None:
+        max_timestamp = max(max_ts, NO_TIMESTAMP) if n else NO_TIMESTAMP
+    if last_offset_delta is None:
+        last_offset_delta = (n - 1 if offset_deltas is None else offset_deltas[-1]) if n else 0
+    ts_deltas: int | list[int]
+    if ts_list is None:
+        ts_deltas = first_ts - base_timestamp
+    else:
+        ts_deltas = [t - base_timestamp for t in ts_list]
+    section = _encode_records(records, ts_deltas, offset_deltas)
+    if compression != Compression.NONE:
+        section = compress(compression, section, compression_level)
+    return _pack_batch(
+        section,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=_attributes(
+            Compression.from_id(compression),
+            timestamp_type,
+            is_transactional,
+            is_control,
+            delete_horizon_ms is not None,
+        ),
+        last_offset_delta=last_offset_delta,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=n,
+    )
+
+
+def build_empty_batch(
+    *,
+    base_offset: int,
+    last_offset_delta: int,
+    max_timestamp: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    is_transactional: bool = False,
+    is_control: bool = False,
+) -> bytes:
+    """A 61-byte batch with no records (Kafka's ``DefaultRecordBatch.writeEmptyHeader``).
+
+    The cleaner writes one when it removes every record of a batch whose producer state must
+    be kept (last batch of a producer, or a retained transaction marker position).
+    """
+    return _pack_batch(
+        b"",
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=_attributes(
+            Compression.NONE, timestamp_type, is_transactional, is_control, False
+        ),
+        last_offset_delta=last_offset_delta,
+        base_timestamp=NO_TIMESTAMP,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=0,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# In-place patches (the broker's append path rewrites these fields without re-encoding)
+
+
+def _check_patchable(buf: bytearray | memoryview, pos: int, need: int) -> None:
+    if pos < 0 or len(buf) - pos < need:
+        raise CorruptRecordError(
+            f"record batch at position {pos} needs {need} bytes, only "
+            f"{max(len(buf) - pos, 0)} available"
+        )
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Rewrite baseOffset; it is outside the CRC, so the CRC stays valid."""
+    _check_patchable(buf, pos, LOG_OVERHEAD)
+    _INT64.pack_into(buf, pos + BASE_OFFSET_OFFSET, base_offset)
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    """Rewrite partitionLeaderEpoch; it is outside the CRC, so the CRC stays valid."""
+    _check_patchable(buf, pos, HEADER_SIZE_UP_TO_MAGIC)
+    _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def set_max_timestamp(
+    buf: bytearray | memoryview, pos: int, timestamp_type: TimestampType, max_timestamp: int
+) -> None:
+    """Set the timestamp type bit and maxTimestamp, and recompute the CRC
+    (Kafka's ``DefaultRecordBatch.setMaxTimestamp``; a no-op when nothing changes)."""
+    header = read_header(buf, pos)
+    size = _batch_size_at(buf, pos, header)
+    if header.timestamp_type == timestamp_type and header.max_timestamp == max_timestamp:
+        return
+    attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes)
+    _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
+    _UINT32.pack_into(buf, pos + CRC_OFFSET, compute_crc(buf, pos, size))
+
+
+def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -> None:
+    """Mark the batch LogAppendTime with ``timestamp`` as maxTimestamp; recomputes the CRC."""
+    set_max_timestamp(buf, pos, TimestampType.LOG_APPEND_TIME, timestamp)

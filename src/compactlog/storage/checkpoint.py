@@ -82,9 +82,7 @@ def parse_checkpoint(data: bytes, name: str = "checkpoint") -> dict[TopicPartiti
         partition = _parse_int(fields[1], 32, "partition", name, line)
         entries[(fields[0], partition)] = _parse_int(fields[2], 64, "offset", name, line)
     if len(body) != expected:
-        raise MalformedCheckpointError(
-            f"{name}: expected {expected} entries but found {len(body)}"
-        )
+        raise MalformedCheckpointError(f"{name}: expected {expected} entries but found {len(body)}")
     return entries
 
 

@@ -1,0 +1,354 @@
+"""Opening a partition directory and recovering it (Kafka's ``LogLoader``, spec 1.5).
+
+Theory of operation, in the order the steps run:
+
+1. **Temporaries.** Files ending in ``.deleted`` are removed. ``.cleaned`` files are collected
+   (remembering the smallest offset among them) and so are ``.swap`` files. A ``.swap`` whose
+   offset is >= the smallest ``.cleaned`` offset belongs to a swap that never finished its
+   ``.cleaned`` -> ``.swap`` renames and is removed; then every ``.cleaned`` file is removed.
+2. **Finishing swaps.** The remaining ``.swap`` log files cover an offset range
+   ``[min base, max next offset)``; every regular file whose name offset falls in that range is
+   an original the swap replaces and is removed, then the ``.swap`` suffix is dropped. A crash at
+   any point of the cleaner's swap therefore ends either before it (originals kept) or after it
+   (the cleaned segments kept), never with both or neither.
+3. **Segments.** Index files without a ``.log`` are orphans and removed. Each ``.log`` is opened.
+   A missing or damaged index (checked by :meth:`OffsetIndex.check`/:meth:`TimeIndex.check`: a
+   length that is not whole entries, entries out of order or past the log) is rebuilt from the
+   log. Kafka only rebuilds missing indexes here; checking the others too costs one pass over
+   entries already in memory and means a damaged index can never send a reader to a wrong place.
+4. **Recovery** after an unclean stop (no ``.kafka_cleanshutdown`` marker): from the segment
+   holding the recovery point to the end, every batch is re-checked (framing, CRC, offsets); the
+   first segment that had to be truncated loses everything after the truncation point, and all
+   later segments are deleted.
+5. **Offsets.** If the data ends below the checkpointed log start offset, every segment goes (the
+   data was lost); a log with no segment gets an empty one at the log start offset. The log start
+   offset is ``max(checkpoint, first segment base)``; the recovery point is the LEO after a clean
+   stop, else ``min(checkpoint, LEO)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from compactlog.errors import CompactlogError
+from compactlog.storage.config import LogConfig
+from compactlog.storage.fs import FileSystem
+from compactlog.storage.index import CorruptIndexError
+from compactlog.storage.log import Log, segment_settings
+from compactlog.storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+    SegmentSettings,
+    draw_roll_jitter,
+    offset_from_filename,
+)
+
+logger = logging.getLogger("compactlog.storage.loader")
+
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
+@dataclass
+class LoadStats:
+    """What loading did, for logs, tests and the recovery counter of R6."""
+
+    segments_loaded: int = 0
+    segments_recovered: int = 0
+    bytes_truncated: int = 0
+    segments_deleted: int = 0
+    indexes_rebuilt: int = 0
+    temporaries_removed: int = 0
+    swaps_completed: int = 0
+    messages: list[str] = field(default_factory=list)
+
+
+def _starts_with_offset(name: str) -> bool:
+    head = name.split(".", 1)[0]
+    return len(head) == 20 and head.isdigit()
+
+
+def _remove_temporaries_and_complete_swaps(
+    fs: FileSystem, directory: str, stats: LoadStats
+) -> None:
+    names = fs.listdir(directory)
+    cleaned: list[str] = []
+    swaps: list[str] = []
+    for name in names:
+        path = os.path.join(directory, name)
+        if not _starts_with_offset(name):
+            continue
+        if name.endswith(DELETED_SUFFIX):
+            fs.remove(path)
+            stats.temporaries_removed += 1
+        elif name.endswith(CLEANED_SUFFIX):
+            cleaned.append(name)
+        elif name.endswith(SWAP_SUFFIX):
+            swaps.append(name)
+    min_cleaned = min((offset_from_filename(n) for n in cleaned), default=2**63 - 1)
+    valid_swaps: list[str] = []
+    for name in swaps:
+        if offset_from_filename(name) >= min_cleaned:
+            fs.remove(os.path.join(directory, name))
+            stats.temporaries_removed += 1
+        else:
+            valid_swaps.append(name)
+    for name in cleaned:
+        fs.remove(os.path.join(directory, name))
+        stats.temporaries_removed += 1
+    if not valid_swaps:
+        return
+    # The range the valid swap segments replace.
+    min_swap, max_swap = 2**63 - 1, -1
+    for name in valid_swaps:
+        if not name[: -len(SWAP_SUFFIX)].endswith(LOG_SUFFIX):
+            continue
+        base = offset_from_filename(name)
+        segment = LogSegment(
+            fs,
+            directory,
+            base,
+            _SWAP_SETTINGS,
+            now_ms=0,
+            suffix=SWAP_SUFFIX,
+            create=False,
+        )
+        try:
+            segment.load_indexes()
+            next_offset = _next_offset_by_scan(segment)
+        finally:
+            segment.close_handles()
+        min_swap = min(min_swap, base)
+        max_swap = max(max_swap, next_offset)
+    for name in fs.listdir(directory):
+        if not _starts_with_offset(name) or name.endswith(SWAP_SUFFIX):
+            continue
+        if min_swap <= offset_from_filename(name) < max_swap:
+            fs.remove(os.path.join(directory, name))
+    for name in valid_swaps:
+        fs.rename(os.path.join(directory, name), os.path.join(directory, name[: -len(SWAP_SUFFIX)]))
+        stats.swaps_completed += 1
+    fs.sync_dir(directory)
+
+
+def _next_offset_by_scan(segment: LogSegment) -> int:
+    next_offset = segment.base_offset
+    try:
+        for batch in segment.batches():
+            next_offset = batch.header.next_offset
+    except CompactlogError:
+        pass
+    return next_offset
+
+
+# Settings to open a .swap segment read-only while finishing a swap (nothing is appended).
+_SWAP_SETTINGS = SegmentSettings(
+    index_interval_bytes=4096,
+    segment_index_bytes=10485760,
+    preallocate=False,
+    segment_bytes=2**31 - 1,
+)
+
+
+def _open_segments(
+    fs: FileSystem,
+    directory: str,
+    config: LogConfig,
+    now_ms: int,
+    rng: random.Random,
+    stats: LoadStats,
+    recover_from: int | None,
+) -> list[LogSegment]:
+    """Open every segment; check the indexes of those that recovery will not re-read anyway.
+
+    ``recover_from`` is the recovery point after an unclean stop (None after a clean one): the
+    segment holding it and all later ones are rebuilt by recovery, so checking them here would
+    only report their untrimmed, pre-allocated indexes as damage.
+    """
+    names = fs.listdir(directory)
+    logs = {
+        offset_from_filename(n) for n in names if _starts_with_offset(n) and n.endswith(LOG_SUFFIX)
+    }
+    for name in names:
+        if _starts_with_offset(name) and name.endswith(_INDEX_SUFFIXES):
+            if offset_from_filename(name) not in logs:
+                logger.info("removing orphaned index file %s", os.path.join(directory, name))
+                fs.remove(os.path.join(directory, name))
+                stats.temporaries_removed += 1
+        elif _starts_with_offset(name) and name.endswith(SNAPSHOT_SUFFIX):
+            continue
+    settings = segment_settings(config)
+    segments: list[LogSegment] = []
+    bases = sorted(logs)
+    first_recovered = 2**63 - 1
+    if recover_from is not None and bases:
+        first_recovered = max((b for b in bases if b <= recover_from), default=bases[0])
+    for base in bases:
+        prefix = os.path.join(directory, f"{base:020d}")
+        index_missing = not fs.exists(prefix + INDEX_SUFFIX)
+        jitter = draw_roll_jitter(config.segment_jitter_ms, config.segment_ms, rng)
+        segment = LogSegment(
+            fs, directory, base, settings, now_ms=now_ms, roll_jitter_ms=jitter, create=False
+        )
+        segment.load_indexes()
+        damaged = index_missing
+        if not damaged and base < first_recovered:
+            try:
+                segment.offset_index.check(segment.size)
+                segment.time_index.check(2**63 - 1)
+                _check_last_index_entry(segment)
+            except CorruptIndexError as exc:
+                logger.warning("rebuilding the indexes of %s: %s", segment.log_path, exc)
+                stats.messages.append(str(exc))
+                damaged = True
+        if damaged:
+            stats.indexes_rebuilt += 1
+            truncated = segment.recover()
+            stats.bytes_truncated += truncated
+        segments.append(segment)
+        stats.segments_loaded += 1
+    return segments
+
+
+def _check_last_index_entry(segment: LogSegment) -> None:
+    """The last entries must be real: the offset index's points at a batch that ends at exactly
+    its offset; the time index's names a batch ending at its offset with its max timestamp."""
+    _check_last_time_entry(segment)
+    offset, position = segment.offset_index.last_entry()
+    if position == 0 and segment.offset_index.entries() == 0:
+        return
+    try:
+        batch = next(segment.batches(position), None)
+    except CompactlogError as exc:
+        raise CorruptIndexError(
+            f"{segment.offset_index.path}: last entry unreadable: {exc}"
+        ) from exc
+    if batch is None or batch.header.last_offset != offset:
+        found = None if batch is None else batch.header.last_offset
+        raise CorruptIndexError(
+            f"{segment.offset_index.path}: last entry ({offset}, {position}) points at a batch "
+            f"ending at {found}"
+        )
+
+
+def _check_last_time_entry(segment: LogSegment) -> None:
+    if segment.time_index.entries() == 0:
+        return
+    timestamp, offset = segment.time_index.last_entry()
+    try:
+        batch = segment.translate_offset(offset)
+    except CompactlogError as exc:
+        raise CorruptIndexError(f"{segment.time_index.path}: last entry unreadable: {exc}") from exc
+    if (
+        batch is None
+        or batch.header.last_offset != offset
+        or batch.header.max_timestamp != timestamp
+    ):
+        raise CorruptIndexError(
+            f"{segment.time_index.path}: last entry ({timestamp}, {offset}) does not match a batch"
+        )
+
+
+def load_log(
+    fs: FileSystem,
+    directory: str,
+    topic: str,
+    partition: int,
+    config: LogConfig,
+    clock: Callable[[], int],
+    *,
+    had_clean_shutdown: bool,
+    recovery_point: int | None,
+    log_start_offset: int | None,
+    rng: random.Random | None = None,
+) -> tuple[Log, LoadStats]:
+    """Open (creating if needed) and recover the log in ``directory``."""
+    rng = rng or random.Random()
+    stats = LoadStats()
+    fs.makedirs(directory)
+    now = clock()
+    _remove_temporaries_and_complete_swaps(fs, directory, stats)
+    checkpoint_start = log_start_offset
+    recovery = 0 if recovery_point is None else recovery_point
+    segments = _open_segments(
+        fs, directory, config, now, rng, stats, None if had_clean_shutdown else recovery
+    )
+
+    if segments and not had_clean_shutdown:
+        _recover_unflushed(segments, recovery, stats)
+
+    data_lost = (
+        bool(segments)
+        and checkpoint_start is not None
+        and segments[-1].read_next_offset() < checkpoint_start
+    )
+    if data_lost:
+        logger.warning(
+            "%s: data ends below the checkpointed log start offset %s; deleting all segments",
+            directory,
+            checkpoint_start,
+        )
+        for segment in segments:
+            segment.delete_files()
+            stats.segments_deleted += 1
+        segments = []
+    if not segments:
+        base = checkpoint_start or 0
+        jitter = draw_roll_jitter(config.segment_jitter_ms, config.segment_ms, rng)
+        segments = [
+            LogSegment(
+                fs, directory, base, segment_settings(config), now_ms=now, roll_jitter_ms=jitter
+            )
+        ]
+    next_offset = segments[-1].read_next_offset()
+    start = max(checkpoint_start or 0, segments[0].base_offset)
+    start = min(start, next_offset)
+    recovered_point = next_offset if had_clean_shutdown else min(recovery, next_offset)
+    for segment in segments[:-1]:
+        segment.on_become_inactive()
+    segments[-1].make_active()
+    log = Log(
+        fs,
+        directory,
+        topic,
+        partition,
+        config,
+        clock,
+        segments,
+        log_start_offset=start,
+        recovery_point=recovered_point,
+        rng=rng,
+    )
+    return log, stats
+
+
+def _recover_unflushed(segments: list[LogSegment], recovery_point: int, stats: LoadStats) -> None:
+    start = 0
+    for i, segment in enumerate(segments):
+        if segment.base_offset <= recovery_point:
+            start = i
+    i = start
+    while i < len(segments):
+        segment = segments[i]
+        truncated = segment.recover()
+        stats.segments_recovered += 1
+        if truncated > 0:
+            stats.bytes_truncated += truncated
+            stats.messages.append(f"truncated {truncated} bytes of {segment.log_path}")
+            logger.warning("%s: truncated %d invalid bytes", segment.log_path, truncated)
+            for later in segments[i + 1 :]:
+                later.delete_files()
+                stats.segments_deleted += 1
+            del segments[i + 1 :]
+            return
+        i += 1

@@ -1,0 +1,703 @@
+"""The store: a data directory of topics and partitions (Kafka's ``LogManager`` for one log dir).
+
+Layout of a data directory, as Kafka's log dir::
+
+    <data-dir>/
+      .lock                                  exclusive while a Store has it open
+      .kafka_cleanshutdown                   present only between a clean close and the next open
+      compactlog-topics.json                 topics, partition counts, topic configs (see below)
+      recovery-point-offset-checkpoint       Kafka's text format, one line per partition
+      log-start-offset-checkpoint
+      cleaner-offset-checkpoint              written by the cleaner
+      <topic>-<partition>/                   00000000000000000000.log, .index, .timeindex, ...
+
+Kafka keeps topic metadata in its controller; compactlog keeps it in ``compactlog-topics.json``,
+written atomically. A partition directory whose topic is not in that file is ignored with a
+warning (it is the leftover of an interrupted topic deletion, or not ours). When the file is
+missing altogether and partition directories exist (for example a directory copied from a Kafka
+broker), those topics are adopted with default configs.
+
+Opening: the clean-shutdown marker is read and removed at once (a crash while loading is then an
+unclean stop), checkpoints are read (a malformed one counts as missing and forces full recovery),
+and every partition is loaded by :func:`compactlog.storage.loader.load_log`.
+
+Closing: every log is flushed and its files trimmed, the checkpoints are written, then the marker.
+
+Background service (``background=True``): one thread runs Kafka's periodic tasks, retention of
+``delete``-only topics every ``log.retention.check.interval.ms`` (first after
+``log.initial.task.delay.ms``), the ``flush.ms`` check every ``log.flush.scheduler.interval.ms``,
+and the two offset checkpoints at their intervals. Decisions use the store's clock; only the
+thread's sleeping uses real time.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import itertools
+import json
+import logging
+import os
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, NamedTuple
+
+from compactlog.errors import (
+    CompactlogError,
+    InvalidPartitionsError,
+    InvalidRecordError,
+    StorageError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from compactlog.records import Compression, Record, RecordBatch, build_batch
+from compactlog.storage.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    MalformedCheckpointError,
+    OffsetCheckpointFile,
+)
+from compactlog.storage.config import BrokerConfig, LogConfig
+from compactlog.storage.fs import FileSystem, OsFileSystem, write_file_atomically
+from compactlog.storage.loader import LoadStats, load_log
+from compactlog.storage.log import Log
+from compactlog.storage.partitioner import partition_for_key
+from compactlog.storage.topic_names import (
+    check_collision,
+    parse_partition_dir_name,
+    partition_dir_name,
+    validate_topic_name,
+)
+
+logger = logging.getLogger("compactlog.storage")
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+TOPICS_FILE = "compactlog-topics.json"
+PARTITION_METADATA_FILE = "partition.metadata"
+
+Clock = Callable[[], int]
+RecordInput = (
+    tuple[bytes | None, bytes | None]
+    | tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
+)
+
+
+def system_clock() -> int:
+    """Wall-clock time in epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+class SegmentInfo(NamedTuple):
+    """A snapshot of one segment's identity and size."""
+
+    base_offset: int
+    size: int
+    path: str
+
+
+class TopicInfo(NamedTuple):
+    name: str
+    partitions: int
+    topic_id: str
+    overrides: dict[str, str]
+
+
+class Store:
+    """Topics and partitions in one data directory. Use :meth:`Store.open`."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        clock: Clock,
+        broker: BrokerConfig,
+        fs: FileSystem,
+        rng: random.Random,
+    ) -> None:
+        self.path = os.path.abspath(path)
+        self.clock = clock
+        self.broker = broker
+        self.fs = fs
+        self.rng = rng
+        self._lock = threading.RLock()
+        self._topics: dict[str, TopicInfo] = {}
+        self._configs: dict[str, LogConfig] = {}
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._round_robin: dict[str, Iterator[int]] = {}
+        self._lock_fd = -1
+        self._closed = False
+        self._background: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.had_clean_shutdown = False
+        self.load_stats: dict[tuple[str, int], LoadStats] = {}
+        self.recovery_point_checkpoint = OffsetCheckpointFile(
+            fs, self.path, RECOVERY_POINT_CHECKPOINT
+        )
+        self.log_start_offset_checkpoint = OffsetCheckpointFile(
+            fs, self.path, LOG_START_OFFSET_CHECKPOINT
+        )
+        self.cleaner_offset_checkpoint = OffsetCheckpointFile(
+            fs, self.path, CLEANER_OFFSET_CHECKPOINT
+        )
+
+    # --- opening and closing ----------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        clock: Clock | None = None,
+        config: Mapping[str, Any] | None = None,
+        *,
+        fs: FileSystem | None = None,
+        background: bool = False,
+        rng: random.Random | None = None,
+    ) -> Store:
+        """Open (creating if needed) the data directory ``path`` and recover its logs.
+
+        ``clock`` returns epoch milliseconds and drives every time decision (default: the wall
+        clock). ``config`` holds broker settings by Kafka's names. ``background=True`` starts the
+        periodic retention, flush and checkpoint tasks.
+        """
+        broker = BrokerConfig.from_dict(dict(config or {}))
+        store = cls(
+            os.fspath(path),
+            clock=clock or system_clock,
+            broker=broker,
+            fs=fs or OsFileSystem(),
+            rng=rng or random.Random(),
+        )
+        store._open()
+        if background:
+            store.start_background()
+        return store
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _acquire_dir_lock(self) -> None:
+        lock_path = os.path.join(self.path, LOCK_FILE)
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot open {lock_path}: {exc.strerror}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise StorageError(
+                f"the data directory {self.path} is in use by another process"
+            ) from exc
+        self._lock_fd = fd
+
+    def _open(self) -> None:
+        fs = self.fs
+        if fs.exists(self.path) and not fs.is_dir(self.path):
+            raise StorageError(f"the data directory {self.path} is not a directory")
+        fs.makedirs(self.path)
+        self._acquire_dir_lock()
+        try:
+            marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
+            self.had_clean_shutdown = fs.exists(marker)
+            if self.had_clean_shutdown:
+                fs.remove(marker)
+                fs.sync_dir(self.path)
+            recovery_points = self._read_checkpoint(self.recovery_point_checkpoint)
+            if recovery_points is None:
+                self.had_clean_shutdown = False  # a damaged checkpoint forces full recovery
+                recovery_points = {}
+            start_offsets = self._read_checkpoint(self.log_start_offset_checkpoint) or {}
+            self._load_topics()
+            for name, info in sorted(self._topics.items()):
+                for partition in range(info.partitions):
+                    self._load_partition(
+                        name,
+                        partition,
+                        recovery_points.get((name, partition)),
+                        start_offsets.get((name, partition)),
+                    )
+            self._warn_foreign_entries()
+        except BaseException:
+            self._release()
+            raise
+
+    def _read_checkpoint(
+        self, checkpoint: OffsetCheckpointFile
+    ) -> dict[tuple[str, int], int] | None:
+        try:
+            return checkpoint.read()
+        except MalformedCheckpointError as exc:
+            logger.warning("ignoring %s and recovering every log: %s", checkpoint.path, exc)
+            return None
+
+    def _load_partition(
+        self, topic: str, partition: int, recovery_point: int | None, log_start: int | None
+    ) -> Log:
+        directory = os.path.join(self.path, partition_dir_name(topic, partition))
+        new = not self.fs.exists(directory)
+        log, stats = load_log(
+            self.fs,
+            directory,
+            topic,
+            partition,
+            self._configs[topic],
+            self.clock,
+            had_clean_shutdown=self.had_clean_shutdown or new,
+            recovery_point=recovery_point,
+            log_start_offset=log_start,
+            rng=self.rng,
+        )
+        if new or not self.fs.exists(os.path.join(directory, PARTITION_METADATA_FILE)):
+            self._write_partition_metadata(directory, self._topics[topic].topic_id)
+        self._logs[(topic, partition)] = log
+        self.load_stats[(topic, partition)] = stats
+        return log
+
+    def _write_partition_metadata(self, directory: str, topic_id: str) -> None:
+        text = f"version: 0\ntopic_id: {topic_id}\n"
+        write_file_atomically(
+            self.fs, os.path.join(directory, PARTITION_METADATA_FILE), text.encode()
+        )
+
+    def _warn_foreign_entries(self) -> None:
+        for name in self.fs.listdir(self.path):
+            full = os.path.join(self.path, name)
+            if not self.fs.is_dir(full):
+                continue
+            parsed = parse_partition_dir_name(name)
+            if parsed is None or parsed[0] not in self._topics:
+                logger.warning("ignoring %s: not a partition of a known topic", full)
+            elif parsed[1] >= self._topics[parsed[0]].partitions:
+                logger.warning("ignoring %s: the topic has fewer partitions", full)
+
+    # --- topic metadata -----------------------------------------------------------------------
+    def _topics_path(self) -> str:
+        return os.path.join(self.path, TOPICS_FILE)
+
+    def _load_topics(self) -> None:
+        path = self._topics_path()
+        if self.fs.exists(path):
+            raw = self.fs.read_file(path)
+            try:
+                doc = json.loads(raw.decode("utf-8"))
+                topics = doc["topics"]
+                for name, entry in topics.items():
+                    info = TopicInfo(
+                        name,
+                        int(entry["partitions"]),
+                        str(entry["topic_id"]),
+                        {str(k): str(v) for k, v in entry["config"].items()},
+                    )
+                    self._topics[name] = info
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise StorageError(
+                    f"{path} is damaged ({exc}); refusing to open rather than guess which "
+                    "topics exist"
+                ) from exc
+        else:
+            self._adopt_partition_dirs()
+        for name, info in self._topics.items():
+            self._configs[name] = LogConfig.create(info.overrides, self.broker)
+
+    def _adopt_partition_dirs(self) -> None:
+        found: dict[str, int] = {}
+        for name in self.fs.listdir(self.path):
+            parsed = parse_partition_dir_name(name)
+            if parsed is None or not self.fs.is_dir(os.path.join(self.path, name)):
+                continue
+            topic, partition = parsed
+            found[topic] = max(found.get(topic, 0), partition + 1)
+        for topic, partitions in sorted(found.items()):
+            logger.warning(
+                "adopting %s with %d partition(s) and default configs", topic, partitions
+            )
+            self._topics[topic] = TopicInfo(topic, partitions, _new_topic_id(), {})
+        if found:
+            self._save_topics()
+
+    def _save_topics(self) -> None:
+        doc = {
+            "version": 1,
+            "topics": {
+                name: {
+                    "partitions": info.partitions,
+                    "topic_id": info.topic_id,
+                    "config": info.overrides,
+                }
+                for name, info in sorted(self._topics.items())
+            },
+        }
+        write_file_atomically(
+            self.fs, self._topics_path(), json.dumps(doc, indent=2).encode() + b"\n"
+        )
+
+    # --- topics -----------------------------------------------------------------------------
+    def create_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None
+    ) -> None:
+        """Create a topic with ``partitions`` partitions and per-topic config overrides."""
+        validate_topic_name(name)
+        if not isinstance(partitions, int) or partitions < 1:
+            raise InvalidPartitionsError(
+                f"number of partitions must be at least 1, got {partitions}"
+            )
+        log_config = LogConfig.create(dict(config or {}), self.broker)
+        with self._lock:
+            self._check_open()
+            if name in self._topics:
+                raise TopicExistsError(f"topic {name!r} already exists")
+            check_collision(name, self._topics)
+            for partition in range(partitions):
+                stale = os.path.join(self.path, partition_dir_name(name, partition))
+                if self.fs.exists(stale):
+                    logger.warning("removing stale directory %s before creating %s", stale, name)
+                    _remove_tree(self.fs, stale)
+            self._topics[name] = TopicInfo(name, partitions, _new_topic_id(), log_config.overrides)
+            self._configs[name] = log_config
+            self._save_topics()
+            for partition in range(partitions):
+                self._load_partition(name, partition, None, None)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and all its data."""
+        with self._lock:
+            self._check_open()
+            info = self._topic(name)
+            del self._topics[name]
+            del self._configs[name]
+            self._save_topics()
+            for partition in range(info.partitions):
+                log = self._logs.pop((name, partition), None)
+                if log is not None:
+                    log.delete()
+                self.load_stats.pop((name, partition), None)
+            self.fs.sync_dir(self.path)
+
+    def topics(self) -> list[str]:
+        return sorted(self._topics)
+
+    def topic_info(self, name: str) -> TopicInfo:
+        return self._topic(name)
+
+    def partitions(self, name: str) -> int:
+        return self._topic(name).partitions
+
+    def _topic(self, name: str) -> TopicInfo:
+        try:
+            return self._topics[name]
+        except KeyError:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}") from None
+
+    def topic_config(self, name: str) -> LogConfig:
+        self._topic(name)
+        return self._configs[name]
+
+    def describe_config(self, name: str) -> dict[str, str]:
+        """Every topic config of ``name`` with its effective value, as Kafka describes it."""
+        return self.topic_config(name).describe()
+
+    def alter_config(
+        self,
+        name: str,
+        set: Mapping[str, Any] | None = None,
+        delete: Iterable[str] = (),
+    ) -> None:
+        """Set and delete topic config overrides; they take effect at once (Kafka's dynamic
+        configs)."""
+        with self._lock:
+            self._check_open()
+            info = self._topic(name)
+            config = self._configs[name].altered(dict(set or {}), list(delete))
+            self._topics[name] = info._replace(overrides=config.overrides)
+            self._configs[name] = config
+            self._save_topics()
+            for partition in range(info.partitions):
+                self._logs[(name, partition)].update_config(config)
+
+    # --- logs -------------------------------------------------------------------------------
+    def log(self, topic: str, partition: int) -> Log:
+        """The :class:`Log` of a partition."""
+        self._check_open()
+        try:
+            return self._logs[(topic, partition)]
+        except KeyError:
+            self._topic(topic)
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} has no partition {partition}"
+            ) from None
+
+    def logs(self) -> dict[tuple[str, int], Log]:
+        return dict(self._logs)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CompactlogError("the store is closed")
+
+    # --- appends ------------------------------------------------------------------------------
+    def append(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[RecordInput],
+        timestamp: int | None = None,
+        compression: str | Compression = "none",
+    ) -> int:
+        """Append ``records`` as one batch; returns the offset of the first record."""
+        log = self.log(topic, partition)
+        if not records:
+            raise InvalidRecordError("an append needs at least one record")
+        if log.config.compact and any(record[0] is None for record in records):
+            i = next(i for i, record in enumerate(records) if record[0] is None)
+            raise InvalidRecordError(
+                "Compacted topic cannot accept message without key in topic partition "
+                f"{log.name}. (record {i} of the batch)"
+            )
+        codec = (
+            compression
+            if isinstance(compression, Compression)
+            else Compression.from_name(compression)
+        )
+        ts = self.clock() if timestamp is None else timestamp
+        batch = build_batch(records, timestamps=ts, compression=codec)
+        return log.append(batch, verify_crc=False, keys_checked=True).first_offset
+
+    def append_batch(
+        self, topic: str, partition: int, data: bytes, *, from_client: bool = True
+    ) -> int:
+        """Append raw record batches (as a producer sends them); returns the first offset."""
+        return self.log(topic, partition).append(data, from_client=from_client).first_offset
+
+    def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        timestamp: int | None = None,
+        partition: int | None = None,
+    ) -> tuple[int, int]:
+        """Append one record where Kafka's default partitioner sends it; ``(partition, offset)``.
+
+        Keyed records go to ``murmur2(key) % partitions`` as from the Java client. Keyless
+        records go round-robin over the partitions.
+        """
+        count = self.partitions(topic)
+        if partition is None:
+            if key is not None:
+                partition = partition_for_key(key, count)
+            else:
+                with self._lock:
+                    cycle = self._round_robin.setdefault(topic, itertools.cycle(range(count)))
+                    partition = next(cycle)
+        record: RecordInput = (key, value, tuple(headers or ()))
+        return partition, self.append(topic, partition, [record], timestamp=timestamp)
+
+    def roll(self, topic: str, partition: int) -> None:
+        """Start a new active segment at the log end offset."""
+        self.log(topic, partition).roll()
+
+    # --- reads --------------------------------------------------------------------------------
+    def read(self, topic: str, partition: int, offset: int = 0) -> Iterator[Record]:
+        """Records with offsets >= ``offset`` in offset order (control records are skipped).
+
+        Offsets removed by compaction read as the next remaining record. An offset below the log
+        start offset or above the log end offset raises ``OffsetOutOfRangeError`` at once.
+        """
+        log = self.log(topic, partition)
+        batches = log.iter_batches(offset)
+        return _records_from(batches, offset)
+
+    def log_start_offset(self, topic: str, partition: int) -> int:
+        return self.log(topic, partition).log_start_offset
+
+    def log_end_offset(self, topic: str, partition: int) -> int:
+        return self.log(topic, partition).log_end_offset
+
+    def segments(self, topic: str, partition: int) -> list[SegmentInfo]:
+        return [
+            SegmentInfo(s.base_offset, s.size, s.log_path)
+            for s in self.log(topic, partition).segments()
+        ]
+
+    # --- retention ----------------------------------------------------------------------------
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
+        """Raise the log start offset (Kafka's DeleteRecords); returns the new log start offset."""
+        log = self.log(topic, partition)
+        result = log.delete_records(before_offset)
+        self.write_log_start_offset_checkpoint()
+        return result
+
+    def run_retention(self, now: int | None = None) -> int:
+        """One run of Kafka's periodic retention task over ``delete``-only topics.
+
+        Compacted topics (``compact`` and ``compact,delete``) get their retention from the
+        cleaner, as in Kafka. Returns the number of segments deleted.
+        """
+        with self._lock:
+            self._check_open()
+            logs = [log for log in self._logs.values() if not log.config.compact]
+        deleted = 0
+        for log in logs:
+            deleted += log.delete_old_segments(now)
+        if deleted:
+            self.write_log_start_offset_checkpoint()
+        return deleted
+
+    # --- durability ---------------------------------------------------------------------------
+    def flush(self) -> None:
+        """fsync every log and write the recovery-point checkpoint."""
+        for log in list(self._logs.values()):
+            log.flush()
+        self.write_recovery_point_checkpoint()
+
+    def write_recovery_point_checkpoint(self) -> None:
+        with self._lock:
+            entries = {k: log.recovery_point for k, log in self._logs.items()}
+        self.recovery_point_checkpoint.write(entries)
+
+    def write_log_start_offset_checkpoint(self) -> None:
+        with self._lock:
+            entries = {k: log.log_start_offset for k, log in self._logs.items()}
+        self.log_start_offset_checkpoint.write(entries)
+
+    def close(self) -> None:
+        """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
+        if self._closed:
+            return
+        self.stop_background()
+        with self._lock:
+            try:
+                for log in self._logs.values():
+                    log.close()
+                self.write_recovery_point_checkpoint()
+                self.write_log_start_offset_checkpoint()
+                marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
+                handle = self.fs.open(marker, create=True)
+                handle.sync()
+                handle.close()
+                self.fs.sync_dir(self.path)
+            finally:
+                self._closed = True
+                self._release()
+
+    def abandon(self) -> None:
+        """Drop the store without a clean shutdown (tests: what a crash leaves on disk)."""
+        self.stop_background()
+        for log in self._logs.values():
+            log.close_without_flush()
+        self._closed = True
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock_fd >= 0:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    # --- background service -------------------------------------------------------------------
+    def start_background(self) -> None:
+        """Start Kafka's periodic tasks (retention, flush.ms, checkpoints) in one thread."""
+        if self._background is not None:
+            return
+        self._stop.clear()
+        thread = threading.Thread(
+            target=self._run_background, name="compactlog-scheduler", daemon=True
+        )
+        self._background = thread
+        thread.start()
+
+    def stop_background(self) -> None:
+        thread = self._background
+        if thread is None:
+            return
+        self._stop.set()
+        thread.join()
+        self._background = None
+
+    def _run_background(self) -> None:
+        broker = self.broker
+        start = time.monotonic()
+        tasks: list[tuple[float, float, Callable[[], object]]] = [
+            (broker.initial_task_delay_ms, broker.retention_check_interval_ms, self.run_retention),
+            (
+                broker.initial_task_delay_ms,
+                broker.flush_scheduler_interval_ms,
+                self._flush_due_logs,
+            ),
+            (
+                broker.initial_task_delay_ms,
+                broker.recovery_point_checkpoint_interval_ms,
+                self.write_recovery_point_checkpoint,
+            ),
+            (
+                broker.initial_task_delay_ms,
+                broker.log_start_offset_checkpoint_interval_ms,
+                self.write_log_start_offset_checkpoint,
+            ),
+            (0, 1000, self._remove_deleted_files),
+        ]
+        due = [start + delay / 1000 for delay, _, _ in tasks]
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for i, (_, interval, task) in enumerate(tasks):
+                if now >= due[i]:
+                    try:
+                        task()
+                    except CompactlogError:
+                        logger.exception(
+                            "background task %s failed", getattr(task, "__name__", task)
+                        )
+                    due[i] = now + max(interval, 1) / 1000
+            self._stop.wait(max(0.0, min(due) - time.monotonic()))
+
+    def _flush_due_logs(self) -> None:
+        now = self.clock()
+        for log in list(self._logs.values()):
+            log.flush_if_due(now)
+
+    def _remove_deleted_files(self) -> None:
+        now = self.clock()
+        for log in list(self._logs.values()):
+            log.flush_pending()
+            log.remove_deleted_files(now)
+
+
+def _new_topic_id() -> str:
+    """A random topic id rendered as Kafka renders ``Uuid``: URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _remove_tree(fs: FileSystem, path: str) -> None:
+    for name in fs.listdir(path):
+        full = os.path.join(path, name)
+        if fs.is_dir(full):
+            _remove_tree(fs, full)
+        else:
+            fs.remove(full)
+    fs.rmdir(path)
+
+
+def _records_from(batches: Iterator[Any], offset: int) -> Iterator[Record]:
+    for batch in batches:
+        header = batch.header
+        if header.is_control or header.records_count == 0:
+            continue
+        records = RecordBatch(batch.data).records()
+        if header.base_offset < offset:
+            records = [r for r in records if r.offset >= offset]
+        yield from records

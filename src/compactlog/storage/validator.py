@@ -1,0 +1,248 @@
+"""Validation of appended batches and offset assignment (Kafka's ``LogValidator`` role).
+
+Every append to a log passes through :func:`validate_and_assign` before a byte is written. A
+batch is refused as a whole, leaving the log untouched, when:
+
+* it is larger than the topic's ``max.message.bytes`` -> ``MESSAGE_TOO_LARGE`` (10);
+* its CRC or framing is wrong -> ``CORRUPT_MESSAGE`` (2);
+* it is a control batch sent by a client, or a record has a null key on a topic whose
+  ``cleanup.policy`` contains ``compact`` -> ``INVALID_RECORD`` (87), with Kafka's message;
+* a CreateTime timestamp is outside ``message.timestamp.before.max.ms`` /
+  ``message.timestamp.after.max.ms`` of now -> ``INVALID_TIMESTAMP`` (32).
+
+Accepted batches get their offsets (the base offset field is outside the CRC, so it is patched in
+place), the partition leader epoch 0 of a single-node leader, the broker's time for
+``LogAppendTime`` topics, and are re-compressed when the topic's ``compression.type`` names a codec
+other than the batch's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compactlog.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    MessageTooLargeError,
+)
+from compactlog.records import (
+    LOG_OVERHEAD,
+    BatchHeader,
+    Compression,
+    RecordBatch,
+    RecordColumns,
+    TimestampType,
+    build_batch,
+    decode_columns,
+    read_header,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from compactlog.storage.config import LogConfig
+
+# The leader epoch a single-node leader stamps into every batch (Kafka's first epoch is 0).
+LEADER_EPOCH = 0
+
+# Decompressed bytes one append may expand to. Bounds memory against decompression bombs: a
+# 1 KiB gzip or zstd payload can claim a gigabyte. Twice max.message.bytes plus 16 MiB leaves
+# room for honest, highly compressible batches while keeping the peak predictable.
+DECOMPRESSION_HEADROOM = 16 * 1024 * 1024
+
+
+def max_decompressed_bytes(config: LogConfig) -> int:
+    return 2 * config.max_message_bytes + DECOMPRESSION_HEADROOM
+
+
+@dataclass(frozen=True)
+class ValidatedAppend:
+    """Batches ready to be written, with the facts the log needs about them."""
+
+    data: bytes | bytearray
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    record_count: int
+    batch_count: int
+    log_append_time: int
+
+
+def _split_batches(data: bytes | bytearray | memoryview) -> list[tuple[int, int]]:
+    """(position, size) of each batch; the buffer must hold whole batches and nothing else."""
+    spans: list[tuple[int, int]] = []
+    position = 0
+    total = len(data)
+    while position < total:
+        if total - position < LOG_OVERHEAD:
+            raise CorruptRecordError(
+                f"{total - position} trailing bytes at position {position} are not a batch"
+            )
+        header = read_header(data, position)
+        size = header.size_in_bytes
+        if position + size > total:
+            raise CorruptRecordError(
+                f"batch at position {position} claims {size} bytes but only "
+                f"{total - position} remain"
+            )
+        spans.append((position, size))
+        position += size
+    if not spans:
+        raise CorruptRecordError("an append must contain at least one record batch")
+    return spans
+
+
+def validate_and_assign(
+    data: bytes | bytearray | memoryview,
+    *,
+    config: LogConfig,
+    topic_partition: str,
+    next_offset: int,
+    now_ms: int,
+    from_client: bool = True,
+    verify_crc: bool = True,
+    keys_checked: bool = False,
+) -> ValidatedAppend:
+    """Validate whole batches and assign offsets from ``next_offset``.
+
+    ``verify_crc`` and ``keys_checked`` let a caller that built the batch itself (and so knows it
+    is well formed and keyed) skip the record scan; the size, offset and timestamp rules still run.
+    """
+    spans = _split_batches(data)
+    for position, size in spans:
+        if size > config.max_message_bytes:
+            raise MessageTooLargeError(
+                f"the record batch at position {position} is {size} bytes, larger than "
+                f"max.message.bytes={config.max_message_bytes} of {topic_partition}"
+            )
+    columns: RecordColumns | None = None
+    must_scan = verify_crc or (config.compact and not keys_checked)
+    if must_scan:
+        columns = decode_columns(
+            data, verify_crc=verify_crc, max_decompressed=max_decompressed_bytes(config)
+        )
+    buf = bytearray(data)
+    log_append = config.message_timestamp_type == "LogAppendTime"
+    target = _target_codec(config)
+    out: list[bytes | bytearray] = []
+    offset = next_offset
+    max_ts, offset_of_max_ts = -1, next_offset
+    record_count = 0
+    for index, (position, size) in enumerate(spans):
+        header = read_header(buf, position)
+        if header.is_control and from_client:
+            raise InvalidRecordError(
+                f"clients may not write control records (batch at position {position} "
+                f"of {topic_partition})"
+            )
+        if from_client and header.last_offset_delta != header.records_count - 1:
+            raise CorruptRecordError(
+                f"batch at position {position} has {header.records_count} records but a "
+                f"last offset delta of {header.last_offset_delta}"
+            )
+        if columns is not None:
+            _check_records(columns, index, config, topic_partition, now_ms, log_append, header)
+        elif not log_append:
+            _check_timestamp(header.max_timestamp, config, topic_partition, now_ms)
+        base = offset
+        target_buf, at = buf, position
+        if target is not None and target != header.compression and not header.is_control:
+            target_buf = bytearray(
+                _recompress(bytes(buf[position : position + size]), target, base)
+            )
+            at = 0
+        set_base_offset(target_buf, at, base)
+        set_partition_leader_epoch(target_buf, at, LEADER_EPOCH)
+        if log_append:
+            set_log_append_time(target_buf, at, now_ms)
+        batch_bytes: bytes | bytearray = target_buf
+        if target_buf is buf and len(spans) > 1:
+            batch_bytes = bytes(buf[position : position + size])
+        # One batch filling the buffer (the usual case) is written without another copy.
+        batch_ts = now_ms if log_append else header.max_timestamp
+        last = base + header.last_offset_delta
+        if batch_ts > max_ts:
+            max_ts, offset_of_max_ts = batch_ts, last
+        record_count += header.records_count
+        out.append(batch_bytes)
+        offset = last + 1
+    return ValidatedAppend(
+        data=out[0] if len(out) == 1 else b"".join(out),
+        first_offset=next_offset,
+        last_offset=offset - 1,
+        max_timestamp=max_ts,
+        offset_of_max_timestamp=offset_of_max_ts,
+        record_count=record_count,
+        batch_count=len(spans),
+        log_append_time=now_ms if log_append else -1,
+    )
+
+
+def _target_codec(config: LogConfig) -> Compression | None:
+    name = config.compression_type
+    if name == "producer":
+        return None
+    return Compression.from_name(name)
+
+
+def _check_timestamp(ts: int, config: LogConfig, topic_partition: str, now_ms: int) -> None:
+    if ts < 0:
+        return
+    if now_ms - ts > config.message_timestamp_before_max_ms:
+        raise InvalidTimestampError(
+            f"timestamp {ts} of a record to {topic_partition} is more than "
+            f"message.timestamp.before.max.ms={config.message_timestamp_before_max_ms} before "
+            f"the broker time {now_ms}"
+        )
+    if ts - now_ms > config.message_timestamp_after_max_ms:
+        raise InvalidTimestampError(
+            f"timestamp {ts} of a record to {topic_partition} is more than "
+            f"message.timestamp.after.max.ms={config.message_timestamp_after_max_ms} after "
+            f"the broker time {now_ms}"
+        )
+
+
+def _check_records(
+    columns: RecordColumns,
+    batch_index: int,
+    config: LogConfig,
+    topic_partition: str,
+    now_ms: int,
+    log_append: bool,
+    header: BatchHeader,
+) -> None:
+    mask = columns.batch_index == batch_index
+    if config.compact and not header.is_control:
+        null_keys = (columns.key_len[mask] < 0).nonzero()[0]
+        if len(null_keys):
+            raise InvalidRecordError(
+                "Compacted topic cannot accept message without key in topic partition "
+                f"{topic_partition}. (record {int(null_keys[0])} of the batch)"
+            )
+    if not log_append:
+        timestamps = columns.timestamps[mask]
+        if len(timestamps):
+            _check_timestamp(int(timestamps.min()), config, topic_partition, now_ms)
+            _check_timestamp(int(timestamps.max()), config, topic_partition, now_ms)
+
+
+def _recompress(batch: bytes, codec: Compression, base_offset: int) -> bytes:
+    """Rebuild a batch with the topic's codec, keeping every record field and producer field."""
+    source = RecordBatch(batch)
+    records = source.records()
+    base = source.base_offset
+    return build_batch(
+        [(r.key, r.value, r.headers) for r in records],
+        base_offset=base_offset,
+        timestamps=[r.timestamp for r in records],
+        compression=codec,
+        timestamp_type=TimestampType(source.timestamp_type),
+        producer_id=source.producer_id,
+        producer_epoch=source.producer_epoch,
+        base_sequence=source.base_sequence,
+        partition_leader_epoch=source.partition_leader_epoch,
+        is_transactional=source.is_transactional,
+        offset_deltas=[r.offset - base for r in records],
+        last_offset_delta=source.last_offset - base,
+    )

@@ -55,7 +55,7 @@ from compactlog.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from compactlog.records import Compression, Record, RecordBatch, build_batch
+from compactlog.records import Compression, Record, build_batch, decode_columns
 from compactlog.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -64,6 +64,7 @@ from compactlog.storage.checkpoint import (
     OffsetCheckpointFile,
 )
 from compactlog.storage.config import BrokerConfig, LogConfig
+from compactlog.storage.file_records import FileBatch
 from compactlog.storage.fs import FileSystem, OsFileSystem, write_file_atomically
 from compactlog.storage.loader import LoadStats, load_log
 from compactlog.storage.log import Log
@@ -692,12 +693,30 @@ def _remove_tree(fs: FileSystem, path: str) -> None:
     fs.rmdir(path)
 
 
-def _records_from(batches: Iterator[Any], offset: int) -> Iterator[Record]:
+# Batches are decoded in runs of up to this many bytes: one decode_columns call per run keeps
+# the per-batch Python work out of the record loop without holding much memory.
+_DECODE_RUN_BYTES = 1 << 20
+
+
+def _records_from(batches: Iterator[FileBatch], offset: int) -> Iterator[Record]:
+    run: list[memoryview] = []
+    run_bytes = 0
     for batch in batches:
         header = batch.header
         if header.is_control or header.records_count == 0:
-            continue
-        records = RecordBatch(batch.data).records()
-        if header.base_offset < offset:
-            records = [r for r in records if r.offset >= offset]
-        yield from records
+            continue  # consumers never see control records
+        run.append(batch.data)
+        run_bytes += len(batch.data)
+        if run_bytes >= _DECODE_RUN_BYTES:
+            yield from _decode_run(run, offset)
+            run, run_bytes = [], 0
+    if run:
+        yield from _decode_run(run, offset)
+
+
+def _decode_run(run: list[memoryview], offset: int) -> list[Record]:
+    data = run[0] if len(run) == 1 else b"".join(run)
+    records = decode_columns(data).to_records()
+    if records and records[0].offset < offset:
+        records = [r for r in records if r.offset >= offset]
+    return records

@@ -1,0 +1,260 @@
+"""The store: topics, names, checkpoints, durability settings, the lock, the partitioner."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from compactlog.errors import (
+    InvalidPartitionsError,
+    InvalidTopicError,
+    StorageError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from compactlog.records import build_batch
+from compactlog.storage.partitioner import partition_for_key
+from compactlog.storage.store import Store
+from tests.conftest import ManualClock
+
+StoreFactory = Callable[..., Store]
+
+
+def tree_hash(root: Path) -> str:
+    listing = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        listing += [os.path.join(dirpath, n) for n in sorted(dirnames + filenames)]
+    return hashlib.sha256("\n".join(sorted(listing)).encode()).hexdigest()
+
+
+BAD_NAMES = [
+    ".",
+    "..",
+    "../x",
+    "a/b",
+    "a\\b",
+    "a\x00b",
+    "",
+    "x" * 250,
+    "t\u0430",
+    "ｔｏｐｉｃ",
+    "a b",
+    "/etc",
+    "~",
+]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_r18_bad_topic_names_are_refused_and_touch_nothing(
+    open_store: StoreFactory, tmp_path: Path, name: str
+) -> None:
+    store = open_store()
+    before = tree_hash(tmp_path)
+    with pytest.raises(InvalidTopicError) as info:
+        store.create_topic(name, 1)
+    assert info.value.error_code == 17
+    assert tree_hash(tmp_path) == before
+    assert store.topics() == []
+
+
+def test_colliding_names_and_duplicates(open_store: StoreFactory) -> None:
+    store = open_store()
+    store.create_topic("a.b", 1)
+    with pytest.raises(InvalidTopicError):
+        store.create_topic("a_b", 1)
+    with pytest.raises(TopicExistsError):
+        store.create_topic("a.b", 1)
+    with pytest.raises(InvalidPartitionsError):
+        store.create_topic("c", 0)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        store.append("nope", 0, [(b"k", b"v")])
+    with pytest.raises(UnknownTopicOrPartitionError):
+        store.append("a.b", 1, [(b"k", b"v")])
+
+
+def test_a_data_dir_can_be_open_only_once(open_store: StoreFactory, tmp_path: Path) -> None:
+    open_store()
+    with pytest.raises(StorageError, match="in use"):
+        Store.open(tmp_path / "data")
+
+
+def test_foreign_files_and_dirs_never_crash_startup(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    store = open_store()
+    store.create_topic("t", 1)
+    store.append("t", 0, [(b"k", b"v")])
+    store.close()
+    data = tmp_path / "data"
+    (data / "notes.txt").write_text("hello")
+    (data / "not-a-partition").mkdir()
+    (data / "t-x").mkdir()
+    (data / "other-0").mkdir()
+    (data / "t-0" / "README").write_text("foreign")
+    again = open_store()
+    assert again.topics() == ["t"]
+    assert [r.value for r in again.read("t", 0)] == [b"v"]
+
+
+def test_checkpoint_files_in_kafkas_format(open_store: StoreFactory, tmp_path: Path) -> None:
+    store = open_store()
+    store.create_topic("orders", 2)
+    store.append("orders", 1, [(b"k", b"v")] * 3)
+    store.delete_records("orders", 1, 2)
+    store.close()
+    data = tmp_path / "data"
+    recovery = (data / "recovery-point-offset-checkpoint").read_text().splitlines()
+    assert recovery[:2] == ["0", "2"]
+    assert sorted(recovery[2:]) == ["orders 0 0", "orders 1 3"]
+    start = (data / "log-start-offset-checkpoint").read_text().splitlines()
+    assert sorted(start[2:]) == ["orders 0 0", "orders 1 2"]
+    assert (data / ".kafka_cleanshutdown").exists()
+    metadata = (data / "orders-0" / "partition.metadata").read_text().splitlines()
+    assert metadata[0] == "version: 0" and metadata[1].startswith("topic_id: ")
+
+
+def test_flush_messages_moves_the_recovery_point(open_store: StoreFactory) -> None:
+    store = open_store()
+    store.create_topic("t", 1, {"flush.messages": 3})
+    log = store.log("t", 0)
+    store.append("t", 0, [(b"k", b"v")])
+    store.append("t", 0, [(b"k", b"v")])
+    assert log.recovery_point == 0
+    store.append("t", 0, [(b"k", b"v")])
+    assert log.recovery_point == 3
+    store.alter_config("t", set={"flush.messages": 1})
+    store.append("t", 0, [(b"k", b"v")])
+    assert log.recovery_point == 4
+
+
+def test_flush_ms_is_applied_by_the_background_flusher(tmp_path: Path, clock: ManualClock) -> None:
+    import time
+
+    store = Store.open(
+        tmp_path / "data",
+        clock=clock,
+        config={"log.flush.scheduler.interval.ms": 10, "log.initial.task.delay.ms": 0},
+        background=True,
+    )
+    try:
+        store.create_topic("t", 1, {"flush.ms": 1000})
+        store.append("t", 0, [(b"k", b"v")])
+        log = store.log("t", 0)
+        time.sleep(0.1)
+        assert log.recovery_point == 0
+        clock.advance(1000)
+        deadline = time.monotonic() + 10
+        while log.recovery_point == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert log.recovery_point == 1
+    finally:
+        store.close()
+
+
+def test_rolled_segments_are_flushed_by_the_background_thread(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    import time
+
+    store = Store.open(tmp_path / "data", clock=clock, background=True)
+    try:
+        store.create_topic("t", 1)
+        store.append("t", 0, [(b"k", b"v")] * 5)
+        store.roll("t", 0)
+        log = store.log("t", 0)
+        deadline = time.monotonic() + 10
+        while log.recovery_point < 5 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert log.recovery_point == 5
+    finally:
+        store.close()
+
+
+def test_preallocated_segments_are_trimmed_and_recover(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    store = open_store()
+    store.create_topic("t", 1, {"preallocate": True, "segment.bytes": 10_000})
+    store.append("t", 0, [(b"k", b"v")])
+    log_file = tmp_path / "data" / "t-0" / "00000000000000000000.log"
+    assert log_file.stat().st_size == 10_000
+    store.append("t", 0, [(b"k", b"v")])
+    store.abandon()  # crash: the pre-allocated zeros remain
+    again = open_store()
+    assert again.log_end_offset("t", 0) == 2
+    assert [r.offset for r in again.read("t", 0)] == [0, 1]
+    again.roll("t", 0)
+    assert log_file.stat().st_size == 140
+
+
+def test_offset_overflow_rolls_a_new_segment(open_store: StoreFactory) -> None:
+    store = open_store()
+    store.create_topic("t", 1)
+    store.append("t", 0, [(b"k", b"v")] * 10)
+    # A batch whose offsets span 2**31 - 1 (as a compacted follower copy could): sparse deltas.
+    sparse = build_batch(
+        [(b"a", b"1"), (b"b", b"2")],
+        timestamps=0,
+        offset_deltas=[0, 2**31 - 1],
+        last_offset_delta=2**31 - 1,
+    )
+    store.append_batch("t", 0, sparse, from_client=False)
+    assert [s.base_offset for s in store.segments("t", 0)] == [0, 10]
+    assert store.log_end_offset("t", 0) == 10 + 2**31
+
+
+def test_offsets_missing_inside_a_batch_read_as_the_next_one(open_store: StoreFactory) -> None:
+    store = open_store()
+    store.create_topic("t", 1)
+    sparse = build_batch(
+        [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")],
+        timestamps=0,
+        offset_deltas=[0, 2, 5],
+        last_offset_delta=6,
+    )
+    store.append_batch("t", 0, sparse, from_client=False)
+    assert store.log_end_offset("t", 0) == 7
+    assert [r.offset for r in store.read("t", 0, 1)] == [2, 5]
+    assert [r.offset for r in store.read("t", 0, 3)] == [5]
+    assert list(store.read("t", 0, 6)) == []
+
+
+def test_produce_uses_kafkas_partitioner(open_store: StoreFactory) -> None:
+    store = open_store()
+    store.create_topic("t", 6)
+    for i in range(50):
+        key = b"customer-%d" % i
+        partition, offset = store.produce("t", key, b"v")
+        assert partition == partition_for_key(key, 6)
+        assert next(r for r in store.read("t", partition, offset)).key == key
+    spread = {store.produce("t", None, b"v")[0] for _ in range(6)}
+    assert spread == set(range(6))  # keyless records go round-robin
+
+
+def test_empty_append_is_refused(open_store: StoreFactory) -> None:
+    from compactlog.errors import InvalidRecordError
+
+    store = open_store()
+    store.create_topic("t", 1)
+    with pytest.raises(InvalidRecordError):
+        store.append("t", 0, [])
+
+
+def test_unknown_and_bad_configs_are_refused_with_their_name(open_store: StoreFactory) -> None:
+    from compactlog.errors import ConfigError
+
+    store = open_store()
+    with pytest.raises(ConfigError, match="foo"):
+        store.create_topic("t", 1, {"foo": "1"})
+    with pytest.raises(ConfigError, match=r"segment\.bytes"):
+        store.create_topic("t", 1, {"segment.bytes": "13"})
+    store.create_topic("t", 1)
+    with pytest.raises(ConfigError, match=r"min\.cleanable\.dirty\.ratio"):
+        store.alter_config("t", set={"min.cleanable.dirty.ratio": "1.5"})
+    assert store.describe_config("t")["min.cleanable.dirty.ratio"] == "0.5"
+    with pytest.raises(ConfigError):
+        Store.open(store.path + "-other", config={"log.cleaner.bogus": 1})

@@ -308,3 +308,24 @@ def test_garbage_checkpoint_forces_full_recovery(open_store: StoreFactory, tmp_p
     stats = again.load_stats[("t", 0)]
     assert stats.segments_recovered == len(again.segments("t", 0))
     assert values(again) == expected
+
+
+def test_multi_batch_appends_keep_their_index_across_reopens(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    """Kafka indexes an append by its largest offset at the position of its first batch."""
+    from compactlog.records import build_batch
+
+    store = open_store()
+    store.create_topic("t", 1, {"index.interval.bytes": 0})
+    for i in range(5):
+        two = build_batch([(b"a", b"%d" % i)], timestamps=1000 + i) + build_batch(
+            [(b"b", b"%d" % i)], timestamps=1000 + i
+        )
+        store.append_batch("t", 0, two)
+    entries = store.log("t", 0).active_segment.offset_index.items()
+    assert entries[0] == (3, 140)  # the second append: offsets 2-3, starting at byte 140
+    store.close()
+    again = open_store()
+    assert again.load_stats[("t", 0)].indexes_rebuilt == 0
+    assert [r.offset for r in again.read("t", 0, 3)] == list(range(3, 10))

@@ -49,7 +49,8 @@ def iter_file_batches(
             base_offset, length = _OFFSET_AND_LENGTH.unpack_from(chunk, consumed)
             if length < MIN_BATCH_LENGTH_FIELD:
                 raise CorruptRecordError(
-                    f"record size {length} is smaller than the minimum record overhead "
+                    f"{handle.path}: record size {length} is smaller than the minimum record "
+                    "overhead "
                     f"({MIN_BATCH_LENGTH_FIELD}) at position {position + consumed} "
                     f"(offset field {base_offset})"
                 )
@@ -62,7 +63,12 @@ def iter_file_batches(
                     chunk = memoryview(handle.read_at(position, size))
                 else:
                     break
-            header = read_header(chunk, consumed)
+            try:
+                header = read_header(chunk, consumed)
+            except CorruptRecordError as exc:
+                raise CorruptRecordError(
+                    f"{handle.path}: position {position + consumed}: {exc}"
+                ) from exc
             yield FileBatch(position + consumed, header, chunk[consumed : consumed + size])
             consumed += size
         if consumed == 0:

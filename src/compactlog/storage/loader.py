@@ -221,24 +221,33 @@ def _open_segments(
 
 
 def _check_last_index_entry(segment: LogSegment) -> None:
-    """The last entries must be real: the offset index's points at a batch that ends at exactly
-    its offset; the time index's names a batch ending at its offset with its max timestamp."""
+    """The last entries must be real.
+
+    Kafka indexes an append by its largest offset at the position where the append starts, so
+    for the offset index the batch at the entry's position must start at or before the entry's
+    offset, and a batch from there on must end exactly at it. For the time index, the batch
+    ending at the entry's offset must carry the entry's timestamp as its max timestamp.
+    """
     _check_last_time_entry(segment)
-    offset, position = segment.offset_index.last_entry()
-    if position == 0 and segment.offset_index.entries() == 0:
+    if segment.offset_index.entries() == 0:
         return
+    offset, position = segment.offset_index.last_entry()
     try:
-        batch = next(segment.batches(position), None)
+        for batch in segment.batches(position):
+            if batch.position == position and batch.header.base_offset > offset:
+                break
+            if batch.header.last_offset >= offset:
+                if batch.header.last_offset == offset:
+                    return
+                break
     except CompactlogError as exc:
         raise CorruptIndexError(
             f"{segment.offset_index.path}: last entry unreadable: {exc}"
         ) from exc
-    if batch is None or batch.header.last_offset != offset:
-        found = None if batch is None else batch.header.last_offset
-        raise CorruptIndexError(
-            f"{segment.offset_index.path}: last entry ({offset}, {position}) points at a batch "
-            f"ending at {found}"
-        )
+    raise CorruptIndexError(
+        f"{segment.offset_index.path}: last entry ({offset}, {position}) does not point at the "
+        f"start of an append ending at offset {offset}"
+    )
 
 
 def _check_last_time_entry(segment: LogSegment) -> None:

@@ -49,6 +49,7 @@ from typing import Any, NamedTuple
 
 from compactlog.errors import (
     CompactlogError,
+    CorruptRecordError,
     InvalidPartitionsError,
     InvalidRecordError,
     StorageError,
@@ -297,22 +298,26 @@ class Store:
                 doc = json.loads(raw.decode("utf-8"))
                 topics = doc["topics"]
                 for name, entry in topics.items():
+                    validate_topic_name(name)
                     info = TopicInfo(
                         name,
                         int(entry["partitions"]),
                         str(entry["topic_id"]),
                         {str(k): str(v) for k, v in entry["config"].items()},
                     )
+                    if info.partitions < 1:
+                        raise ValueError(f"topic {name!r} has {info.partitions} partitions")
                     self._topics[name] = info
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                    self._configs[name] = LogConfig.create(info.overrides, self.broker)
+            except (ValueError, KeyError, TypeError, AttributeError, CompactlogError) as exc:
                 raise StorageError(
                     f"{path} is damaged ({exc}); refusing to open rather than guess which "
                     "topics exist"
                 ) from exc
         else:
             self._adopt_partition_dirs()
-        for name, info in self._topics.items():
-            self._configs[name] = LogConfig.create(info.overrides, self.broker)
+            for name, info in self._topics.items():
+                self._configs[name] = LogConfig.create(info.overrides, self.broker)
 
     def _adopt_partition_dirs(self) -> None:
         found: dict[str, int] = {}
@@ -490,6 +495,7 @@ class Store:
         headers: Sequence[tuple[str, bytes | None]] | None = None,
         timestamp: int | None = None,
         partition: int | None = None,
+        compression: str | Compression = "none",
     ) -> tuple[int, int]:
         """Append one record where Kafka's default partitioner sends it; ``(partition, offset)``.
 
@@ -505,7 +511,9 @@ class Store:
                     cycle = self._round_robin.setdefault(topic, itertools.cycle(range(count)))
                     partition = next(cycle)
         record: RecordInput = (key, value, tuple(headers or ()))
-        return partition, self.append(topic, partition, [record], timestamp=timestamp)
+        return partition, self.append(
+            topic, partition, [record], timestamp=timestamp, compression=compression
+        )
 
     def roll(self, topic: str, partition: int) -> None:
         """Start a new active segment at the log end offset."""
@@ -520,7 +528,7 @@ class Store:
         """
         log = self.log(topic, partition)
         batches = log.iter_batches(offset)
-        return _records_from(batches, offset)
+        return _records_from(batches, offset, log.name)
 
     def log_start_offset(self, topic: str, partition: int) -> int:
         return self.log(topic, partition).log_start_offset
@@ -698,7 +706,7 @@ def _remove_tree(fs: FileSystem, path: str) -> None:
 _DECODE_RUN_BYTES = 1 << 20
 
 
-def _records_from(batches: Iterator[FileBatch], offset: int) -> Iterator[Record]:
+def _records_from(batches: Iterator[FileBatch], offset: int, name: str) -> Iterator[Record]:
     run: list[memoryview] = []
     run_bytes = 0
     for batch in batches:
@@ -708,15 +716,18 @@ def _records_from(batches: Iterator[FileBatch], offset: int) -> Iterator[Record]
         run.append(batch.data)
         run_bytes += len(batch.data)
         if run_bytes >= _DECODE_RUN_BYTES:
-            yield from _decode_run(run, offset)
+            yield from _decode_run(run, offset, name)
             run, run_bytes = [], 0
     if run:
-        yield from _decode_run(run, offset)
+        yield from _decode_run(run, offset, name)
 
 
-def _decode_run(run: list[memoryview], offset: int) -> list[Record]:
+def _decode_run(run: list[memoryview], offset: int, name: str) -> list[Record]:
     data = run[0] if len(run) == 1 else b"".join(run)
-    records = decode_columns(data).to_records()
+    try:
+        records = decode_columns(data).to_records()
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(f"{name}: {exc}") from exc
     if records and records[0].offset < offset:
         records = [r for r in records if r.offset >= offset]
     return records

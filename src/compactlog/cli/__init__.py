@@ -1,0 +1,27 @@
+"""The ``compactlog`` command line: thin commands over :mod:`compactlog.storage`.
+
+Each command is one library call (or a loop over one) plus output formatting; storage logic
+lives in the library, never here. Commands and their options follow Kafka's tools
+(``kafka-topics``, ``kafka-configs``, ``kafka-dump-log``, ``kafka-log-dirs``) and kcat.
+
+Modules: :mod:`~compactlog.cli.main` (the group and its error handling),
+:mod:`~compactlog.cli.common` (exit codes, the one-line error, opening the store),
+:mod:`~compactlog.cli.topics` (``topics``, ``configs``), :mod:`~compactlog.cli.produce`,
+:mod:`~compactlog.cli.consume` with :mod:`~compactlog.cli.kcat_format` (kcat's ``-f`` strings),
+and :mod:`~compactlog.cli.files` (``dump-log``, ``log-dirs``, ``verify``, over
+:mod:`compactlog.storage.inspect`).
+
+Exit codes (also in ``compactlog --help``):
+
+===  ==========================================================================================
+0    success
+1    ``verify`` found problems in the data directory
+2    bad usage or invalid input: unknown option, bad topic name, bad config, bad ``--offset``,
+     bad format string, a file ``dump-log`` cannot read
+3    a storage or data error (any other library error, printed with its Kafka error name)
+4    an internal error (a bug); ``--verbose`` shows the traceback
+130  interrupted (Ctrl-C)
+===  ==========================================================================================
+
+Every error is one line on stderr, ``Error: <message>``, never a traceback unless ``--verbose``.
+"""

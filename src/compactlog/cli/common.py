@@ -1,0 +1,136 @@
+"""What every command shares: exit codes, the one-line error, the data directory and its store."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import click
+
+from compactlog import errors
+from compactlog.errors import (
+    CompactlogError,
+    ConfigError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+)
+from compactlog.storage.inspect import UnsupportedFileError
+from compactlog.storage.store import Store
+from compactlog.storage.topic_names import validate_topic_name
+
+EXIT_OK = 0
+EXIT_PROBLEMS_FOUND = 1
+EXIT_USAGE = 2
+EXIT_DATA_ERROR = 3
+EXIT_INTERNAL_ERROR = 4
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES_HELP = """\b
+Exit codes:
+  0    success (also when stdout is closed early, as by "| head")
+  1    verify found problems
+  2    bad usage or invalid input (options, topic names, configs, --offset, format strings)
+  3    a storage or data error (printed with its Kafka error name)
+  4    an internal error (a bug: rerun with --verbose for the traceback)
+  130  interrupted"""
+
+#: Library errors that mean "the input was wrong", as opposed to "the data or disk was".
+USAGE_ERRORS: tuple[type[CompactlogError], ...] = (
+    InvalidTopicError,
+    ConfigError,
+    InvalidPartitionsError,
+    UnsupportedFileError,
+)
+
+#: Kafka's error names by code, from the constants in :mod:`compactlog.errors`.
+KAFKA_ERROR_NAMES: dict[int, str] = {
+    value: name
+    for name, value in vars(errors).items()
+    if name.isupper() and isinstance(value, int) and not isinstance(value, bool)
+}
+
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+# --------------------------------------------------------------------------------------------
+# Errors: one line, a documented exit code
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class CliError(Exception):
+    """An error printed as ``Error: <message>`` on one line, with the given exit code."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(one_line(message))
+        self.message = one_line(message)
+        self.exit_code = exit_code
+
+    def show(self) -> None:
+        click.echo(f"Error: {self.message}", err=True)
+
+
+def library_error(exc: CompactlogError) -> CliError:
+    """The one-line CLI error for a library error: the message and the Kafka error name."""
+    name = KAFKA_ERROR_NAMES.get(exc.error_code, str(exc.error_code))
+    code = EXIT_USAGE if isinstance(exc, USAGE_ERRORS) else EXIT_DATA_ERROR
+    return CliError(f"{exc} ({name})", code)
+
+
+@dataclass
+class State:
+    """What the group options leave for the commands."""
+
+    data_dir: str | None
+    verbose: bool
+
+    def require_data_dir(self) -> str:
+        if not self.data_dir:
+            raise CliError(
+                "no data directory: give --data-dir DIR or set COMPACTLOG_DATA_DIR", EXIT_USAGE
+            )
+        return self.data_dir
+
+
+def state(ctx: click.Context) -> State:
+    obj = ctx.find_root().obj
+    return obj if isinstance(obj, State) else State(None, False)
+
+
+@contextlib.contextmanager
+def open_store(ctx: click.Context, *, create: bool = False) -> Iterator[Store]:
+    """The store of ``--data-dir``, closed (cleanly) when the command ends."""
+    path = state(ctx).require_data_dir()
+    if not create and not os.path.isdir(path):
+        raise CliError(
+            f"the data directory {path} does not exist (topics create makes it)", EXIT_USAGE
+        )
+    try:
+        store = Store.open(path)
+    except USAGE_ERRORS as exc:
+        # Opening takes no user input: a bad name or config here comes from the files.
+        raise CliError(f"{path}: {library_error(exc).message}", EXIT_DATA_ERROR) from exc
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def binary_stdout() -> BinaryIO:
+    # sys.stdout is looked up at call time, so CliRunner's replacement is honoured.
+    return sys.stdout.buffer
+
+
+def check_topic_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse an illegal topic name before anything touches the disk (exit 2)."""
+    if value is not None:
+        try:
+            validate_topic_name(value)
+        except InvalidTopicError as exc:
+            raise library_error(exc) from exc
+    return value

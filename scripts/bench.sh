@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up .venv, then run the benchmarks; each prints JSON lines (figure, unit, machine limit).
+# Extra arguments go to the storage benchmark, e.g. scripts/bench.sh --gib 0.25
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup-env.sh
+python benchmarks/bench_storage.py --dir bench-data "$@"
+python benchmarks/bench_records.py

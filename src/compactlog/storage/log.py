@@ -100,6 +100,8 @@ class Log:
         self._last_flush_ms = clock()
         self._pending_deletions: list[PendingDeletion] = []
         self._pending_flush_offset = 0
+        # The directory needs an fsync only after a file in it was created, renamed or removed.
+        self._dir_needs_sync = True
         self._closed = False
 
     # --- identity and state ---------------------------------------------------------------
@@ -263,6 +265,7 @@ class Log:
         for suffix in (".log", ".index", ".timeindex", ".txnindex"):
             self.fs.remove(prefix + suffix)
         jitter = draw_roll_jitter(config.segment_jitter_ms, config.segment_ms, self.rng)
+        self._dir_needs_sync = True
         return LogSegment(
             self.fs,
             self.dir,
@@ -288,7 +291,9 @@ class Log:
                 )
                 if upper > self._recovery_point and segment.base_offset < target:
                     segment.flush()
-            self.fs.sync_dir(self.dir)
+            if self._dir_needs_sync:
+                self.fs.sync_dir(self.dir)
+                self._dir_needs_sync = False
             self._recovery_point = target
             self._last_flush_ms = self.clock()
 

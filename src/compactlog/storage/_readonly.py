@@ -1,0 +1,221 @@
+"""Read-only file access shared by ``dump-log`` and ``verify``: a file opened ``O_RDONLY``,
+the walk over the batches of a ``.log`` file with Kafka's framing rules, and the entries of
+index files.
+
+Nothing here writes, renames or locks, so inspection works on a read-only copy and leaves a
+damaged data directory as it is on disk.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from compactlog.errors import StorageError
+from compactlog.records import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    compute_crc,
+)
+from compactlog.records.batch import HEADER_STRUCT
+from compactlog.storage.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+)
+from compactlog.storage.file_records import MIN_BATCH_LENGTH_FIELD
+from compactlog.storage.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
+
+#: Bytes read from a ``.log`` file at a time; a batch larger than this is read whole.
+READ_CHUNK: Final = 4 << 20
+#: Kafka's ``AbortedTxn.TOTAL_SIZE``: version, producer id, first, last and last stable offset.
+TXN_ENTRY_SIZE: Final = 34
+
+CHECKPOINT_FILES: Final = frozenset(
+    {
+        RECOVERY_POINT_CHECKPOINT,
+        LOG_START_OFFSET_CHECKPOINT,
+        CLEANER_OFFSET_CHECKPOINT,
+        "replication-offset-checkpoint",
+    }
+)
+_STATE_SUFFIXES: Final = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
+_SEGMENT_FILE: Final = re.compile(r"([0-9]{20})(\.[a-z]+)")
+
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+# --------------------------------------------------------------------------------------------
+# Read-only file access
+
+
+class _ReadOnlyFile:
+    """A file opened ``O_RDONLY``: positional reads only, so inspection can never write."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self._fd = os.open(path, os.O_RDONLY)
+            self.size = os.fstat(self._fd).st_size
+        except OSError as exc:
+            raise StorageError(f"cannot open {path}: {exc.strerror or exc}") from exc
+
+    def read_at(self, position: int, size: int) -> bytes:
+        try:
+            return os.pread(self._fd, size, position)
+        except OSError as exc:
+            raise StorageError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+
+    def read_all(self) -> bytes:
+        return self.read_at(0, self.size)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def __enter__(self) -> _ReadOnlyFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _file_offset(path: str) -> int | None:
+    """The base offset a segment file name starts with (``None`` if it does not)."""
+    match = _SEGMENT_FILE.match(os.path.basename(path))
+    return int(match.group(1)) if match else None
+
+
+# --------------------------------------------------------------------------------------------
+# Walking the batches of a .log file
+
+
+@dataclass
+class _WalkEnd:
+    """Where and why a walk over a ``.log`` file stopped."""
+
+    position: int = 0
+    #: None: the data ended exactly at the end of the file.
+    problem: str | None = None
+    torn: bool = False
+
+
+@dataclass(frozen=True)
+class _Batch:
+    position: int
+    header: BatchHeader
+    data: memoryview
+
+
+def _walk(file: _ReadOnlyFile, end: _WalkEnd) -> Iterator[_Batch]:
+    """Every framed batch of ``file``; ``end`` says where the walk stopped and why.
+
+    Framing (spec 1.6): the 17 bytes up to the magic must be present, the length field at least
+    14, the whole batch present, the magic 2 and batchLength at least 49. Anything after the
+    first failure is unreachable for a reader, so the walk stops there.
+    """
+    size = file.size
+    position = 0
+    chunk = b""
+    chunk_start = 0
+    while True:
+        end.position = position
+        remaining = size - position
+        if remaining == 0:
+            return
+        if remaining < HEADER_SIZE_UP_TO_MAGIC:
+            end.torn = True
+            end.problem = (
+                f"torn tail: {remaining} bytes after the last complete batch, too few for a "
+                "batch header"
+            )
+            return
+        offset = position - chunk_start
+        if offset < 0 or offset + HEADER_SIZE_UP_TO_MAGIC > len(chunk):
+            chunk, chunk_start, offset = (
+                file.read_at(position, min(READ_CHUNK, remaining)),
+                position,
+                0,
+            )
+        _, length = _OFFSET_AND_LENGTH.unpack_from(chunk, offset)
+        if length < MIN_BATCH_LENGTH_FIELD:
+            end.problem = (
+                f"record size {length} is smaller than the minimum record overhead "
+                f"({MIN_BATCH_LENGTH_FIELD}); {remaining} bytes from here are unreadable"
+            )
+            return
+        total = length + LOG_OVERHEAD
+        if total > remaining:
+            end.torn = True
+            end.problem = (
+                f"torn tail: the batch here claims {total} bytes but only {remaining} remain "
+                "(a partial write, or a damaged length field)"
+            )
+            return
+        magic = chunk[offset + HEADER_SIZE_UP_TO_MAGIC - 1]
+        if magic != MAGIC_V2:
+            end.problem = f"unsupported magic {magic} (only {MAGIC_V2} is written since Kafka 0.11)"
+            return
+        if length < MIN_BATCH_LENGTH:
+            end.problem = (
+                f"batchLength {length} is less than the v2 minimum {MIN_BATCH_LENGTH}; "
+                f"{remaining} bytes from here are unreadable"
+            )
+            return
+        if offset + total > len(chunk):
+            chunk = file.read_at(position, max(total, min(READ_CHUNK, remaining)))
+            chunk_start, offset = position, 0
+        data = memoryview(chunk)[offset : offset + total]
+        header = BatchHeader._make(HEADER_STRUCT.unpack_from(data))
+        yield _Batch(position, header, data)
+        position += total
+
+
+def _crc_problem(batch: _Batch) -> str | None:
+    computed = compute_crc(batch.data, 0, len(batch.data))
+    if computed == batch.header.crc:
+        return None
+    return (
+        f"CRC mismatch in the batch at base offset {batch.header.base_offset}: stored "
+        f"{batch.header.crc} (0x{batch.header.crc:08x}), computed {computed} (0x{computed:08x})"
+    )
+
+
+def _header_problem(header: BatchHeader) -> str | None:
+    """Header numbers no writer produces (fields the CRC covers, so normally a CRC failure too)."""
+    if header.records_count < 0:
+        return f"negative recordsCount {header.records_count}"
+    if header.last_offset_delta < 0:
+        return f"negative lastOffsetDelta {header.last_offset_delta}"
+    if header.records_count > header.last_offset_delta + 1:
+        return (
+            f"recordsCount {header.records_count} exceeds the {header.last_offset_delta + 1} "
+            "offsets the batch spans"
+        )
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Index files
+
+
+def _read_entries(path: str, entry: struct.Struct) -> tuple[Iterator[tuple[Any, ...]], int]:
+    """The whole entries of an index file (a partial last entry is ignored, as Kafka does)."""
+    with _ReadOnlyFile(path) as file:
+        raw = file.read_all()
+    whole = len(raw) - len(raw) % entry.size
+    return entry.iter_unpack(raw[:whole]), len(raw)
+
+
+def _read_index_entries(path: str, entry: struct.Struct) -> tuple[list[tuple[int, int]], int]:
+    """Offset or time index entries as pairs, and the file length."""
+    entries, length = _read_entries(path, entry)
+    return [(a, b) for a, b in entries], length

@@ -1,0 +1,385 @@
+"""Read-only verification of a data directory: a ``verify`` that checks everything a reader
+relies on.
+
+Nothing here writes, renames or locks: files are opened ``O_RDONLY`` and no
+:class:`~compactlog.storage.store.Store` is opened (opening one recovers, which writes). A damaged
+data directory is reported as it is on disk, which is what a user needs before deciding whether to
+let the loader repair it.
+
+Theory of operation of :func:`verify_data_dir`:
+
+* **Data directory.** ``compactlog-topics.json`` must parse (a damaged one makes the store refuse
+  to open); the offset checkpoints must follow Kafka's text format; every partition of every
+  topic must have its directory. Directories and files that are not ours are *notes*, never
+  problems: the store ignores them too.
+* **Segments** (``<20 digits>.log``), walked batch by batch with Kafka's framing rules (spec
+  1.6). A length field below 14, a magic other than 2 or a batchLength below 49 stops the walk
+  (*framing*); bytes after the last complete batch are a *torn tail*; a batch whose CRC-32C does
+  not match is *corrupt* and the walk goes on from its end, since its length still frames it.
+  Offsets must increase strictly from batch to batch and from segment to segment, every batch
+  must lie in its segment's relative-offset range ``[base, base + 2^31 - 1]`` and below the next
+  segment's base offset, and partition leader epochs (outside the CRC) must not decrease.
+* **Offset index** (``.index``): a whole number of 8-byte entries, offsets and positions strictly
+  increasing, no entry at position 0 (Kafka never indexes the first append of a segment, so such
+  an entry is zero-filled or pre-allocated space), every position a batch boundary, and every
+  offset the last offset of a batch between its position and the next entry's (an append of
+  several batches is indexed by its largest offset at its first batch, spec 2.7).
+* **Time index** (``.timeindex``): a whole number of 12-byte entries, timestamps strictly
+  increasing, offsets not decreasing, and each entry ``(T, O)`` naming a batch of the segment
+  whose last offset is ``O`` and whose max timestamp is ``T`` (spec 2.8).
+* **Offsets against checkpoints**: a checkpointed log start offset or recovery point above the
+  log end offset means data that was acknowledged is gone; after a clean shutdown the recovery
+  point equals the log end offset exactly, which also catches a changed base offset in the last
+  batch (a field the CRC does not cover).
+
+Missing index files and orphaned ones (no ``.log``) are problems as well: the loader rebuilds or
+removes them, but until then the directory is not what a clean shutdown leaves.
+
+The segment and index checks live in :mod:`compactlog.storage._segment_checks`, where
+``dump-log`` uses them too; the read-only file access and the batch walk in
+:mod:`compactlog.storage._readonly`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Final
+
+from compactlog.errors import StorageError
+from compactlog.storage._readonly import (
+    _OFFSET_ENTRY,
+    _SEGMENT_FILE,
+    _STATE_SUFFIXES,
+    _TIME_ENTRY,
+    CHECKPOINT_FILES,
+    TXN_ENTRY_SIZE,
+    _read_index_entries,
+    _ReadOnlyFile,
+)
+from compactlog.storage._segment_checks import (
+    NO_EPOCH,
+    Problem,
+    _check_offset_index,
+    _check_time_index,
+    _scan_segment,
+    _SegmentScan,
+)
+from compactlog.storage.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    MalformedCheckpointError,
+    parse_checkpoint,
+)
+from compactlog.storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+)
+from compactlog.storage.store import (
+    CLEAN_SHUTDOWN_FILE,
+    LOCK_FILE,
+    PARTITION_METADATA_FILE,
+    TOPICS_FILE,
+)
+from compactlog.storage.topic_names import parse_partition_dir_name, parse_special_dir_name
+
+_KNOWN_PARTITION_FILES: Final = frozenset({PARTITION_METADATA_FILE, "leader-epoch-checkpoint"})
+
+
+@dataclass
+class VerifyReport:
+    """What :func:`verify_data_dir` found. ``problems`` make a data directory fail; ``notes``
+    (foreign files, leftovers the loader cleans up) do not."""
+
+    data_dir: str
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[Problem] = field(default_factory=list)
+    partitions: int = 0
+    segments: int = 0
+    batches: int = 0
+    bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        verdict = "OK" if self.ok else f"{len(self.problems)} problem(s)"
+        return (
+            f"{verdict}: {self.partitions} partition(s), {self.segments} segment(s), "
+            f"{self.batches} batch(es), {self.bytes} bytes checked in {self.data_dir}; "
+            f"{len(self.notes)} note(s)"
+        )
+
+
+def _verify_index(
+    report: VerifyReport, path: str, kind: str, base: int, scan: _SegmentScan
+) -> None:
+    if not os.path.isfile(path):
+        report.problems.append(
+            Problem(path, None, "missing (the loader rebuilds it from the .log file)")
+        )
+        return
+    try:
+        if kind == INDEX_SUFFIX:
+            entries, length = _read_index_entries(path, _OFFSET_ENTRY)
+            report.problems += _check_offset_index(path, base, entries, length, scan)
+        else:
+            entries, length = _read_index_entries(path, _TIME_ENTRY)
+            report.problems += _check_time_index(path, base, entries, length, scan)
+    except StorageError as exc:
+        report.problems.append(Problem(path, None, str(exc)))
+
+
+def _verify_partition(report: VerifyReport, directory: str) -> int | None:
+    """Check one partition directory; returns its log end offset (None if unreadable)."""
+    report.partitions += 1
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as exc:
+        report.problems.append(Problem(directory, None, f"cannot list: {exc.strerror or exc}"))
+        return None
+    logs: list[int] = []
+    others: dict[int, list[str]] = {}
+    for name in names:
+        full = os.path.join(directory, name)
+        match = _SEGMENT_FILE.fullmatch(name)
+        if match is not None and match.group(2) == LOG_SUFFIX:
+            logs.append(int(match.group(1)))
+        elif match is not None and match.group(2) in (
+            INDEX_SUFFIX,
+            TIME_INDEX_SUFFIX,
+            TXN_INDEX_SUFFIX,
+        ):
+            others.setdefault(int(match.group(1)), []).append(name)
+        elif match is not None and match.group(2) == SNAPSHOT_SUFFIX:
+            continue
+        elif name.endswith(_STATE_SUFFIXES) and _SEGMENT_FILE.match(name):
+            report.notes.append(
+                Problem(full, None, "leftover of a cleaner swap or deletion; the loader handles it")
+            )
+        elif name in _KNOWN_PARTITION_FILES:
+            continue
+        else:
+            report.notes.append(Problem(full, None, "foreign file, ignored"))
+    for base, orphans in sorted(others.items()):
+        if base not in logs:
+            for name in orphans:
+                report.problems.append(
+                    Problem(
+                        os.path.join(directory, name), None, "orphaned index: no matching .log file"
+                    )
+                )
+    previous: _SegmentScan | None = None
+    for base in logs:
+        prefix = os.path.join(directory, f"{base:020d}")
+        try:
+            scan = _scan_segment(
+                prefix + LOG_SUFFIX, base, previous.next_offset if previous else None
+            )
+        except StorageError as exc:
+            report.problems.append(Problem(prefix + LOG_SUFFIX, None, str(exc)))
+            previous = None
+            continue
+        report.segments += 1
+        report.batches += len(scan.positions)
+        report.bytes += scan.size
+        report.problems += scan.problems
+        if previous is not None:
+            if previous.last_offsets and previous.last_offsets[-1] >= base:
+                report.problems.append(
+                    Problem(
+                        previous.path,
+                        previous.positions[-1],
+                        f"last offset {previous.last_offsets[-1]} reaches into the next segment, "
+                        f"whose base offset is {base}",
+                    )
+                )
+            if scan.first_epoch != NO_EPOCH and scan.first_epoch < previous.last_epoch:
+                report.problems.append(
+                    Problem(
+                        scan.path,
+                        0,
+                        f"partition leader epoch {scan.first_epoch} is below the previous "
+                        f"segment's {previous.last_epoch}",
+                    )
+                )
+            scan.last_epoch = max(scan.last_epoch, previous.last_epoch)
+        _verify_index(report, prefix + INDEX_SUFFIX, INDEX_SUFFIX, base, scan)
+        _verify_index(report, prefix + TIME_INDEX_SUFFIX, TIME_INDEX_SUFFIX, base, scan)
+        txn = prefix + TXN_INDEX_SUFFIX
+        if os.path.isfile(txn) and os.path.getsize(txn) % TXN_ENTRY_SIZE:
+            report.problems.append(
+                Problem(txn, None, f"length is not a multiple of the entry size {TXN_ENTRY_SIZE}")
+            )
+        previous = scan
+    if not logs:
+        report.notes.append(
+            Problem(directory, None, "no segment (the loader creates an empty one)")
+        )
+        return None
+    return previous.next_offset if previous is not None else None
+
+
+def _read_topics(report: VerifyReport, root: str) -> dict[str, tuple[int, str]] | None:
+    """``{topic: (partitions, topic id)}`` from compactlog-topics.json; None if absent or bad."""
+    path = os.path.join(root, TOPICS_FILE)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with _ReadOnlyFile(path) as file:
+            doc = json.loads(file.read_all().decode("utf-8"))
+        topics = {}
+        for name, entry in doc["topics"].items():
+            partitions = int(entry["partitions"])
+            if partitions < 1:
+                raise ValueError(f"topic {name!r} has {partitions} partitions")
+            topics[str(name)] = (partitions, str(entry["topic_id"]))
+            dict(entry["config"])
+        return topics
+    except (ValueError, KeyError, TypeError, AttributeError, StorageError) as exc:
+        report.problems.append(
+            Problem(path, None, f"damaged, the store refuses to open the data directory: {exc}")
+        )
+        return None
+
+
+def _read_checkpoint(report: VerifyReport, root: str, name: str) -> dict[tuple[str, int], int]:
+    path = os.path.join(root, name)
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with _ReadOnlyFile(path) as file:
+            return parse_checkpoint(file.read_all(), name)
+    except (MalformedCheckpointError, StorageError) as exc:
+        report.problems.append(
+            Problem(path, None, f"malformed ({exc}); the store would recover every log")
+        )
+        return {}
+
+
+def _check_topic_id(report: VerifyReport, directory: str, topic_id: str) -> None:
+    path = os.path.join(directory, PARTITION_METADATA_FILE)
+    if not os.path.isfile(path):
+        return
+    try:
+        with _ReadOnlyFile(path) as file:
+            text = file.read_all().decode("utf-8", "replace")
+    except StorageError as exc:
+        report.notes.append(Problem(path, None, str(exc)))
+        return
+    if f"topic_id: {topic_id}" not in text:
+        report.notes.append(
+            Problem(path, None, f"topic id differs from {topic_id} in {TOPICS_FILE}")
+        )
+
+
+def verify_data_dir(path: str) -> VerifyReport:
+    """Check every partition of the data directory ``path`` without changing anything in it.
+
+    See the module docstring for the checks. Raises :class:`~compactlog.errors.StorageError`
+    only when ``path`` itself cannot be listed; everything else ends up in the report.
+    """
+    root = os.path.abspath(path)
+    report = VerifyReport(root)
+    if not os.path.isdir(root):
+        raise StorageError(f"{root} is not a directory")
+    try:
+        names = sorted(os.listdir(root))
+    except OSError as exc:
+        raise StorageError(f"cannot list {root}: {exc.strerror or exc}") from exc
+    topics = _read_topics(report, root)
+    clean_shutdown = os.path.exists(os.path.join(root, CLEAN_SHUTDOWN_FILE))
+    recovery_points = _read_checkpoint(report, root, RECOVERY_POINT_CHECKPOINT)
+    start_offsets = _read_checkpoint(report, root, LOG_START_OFFSET_CHECKPOINT)
+    _read_checkpoint(report, root, CLEANER_OFFSET_CHECKPOINT)
+    partition_dirs: dict[tuple[str, int], str] = {}
+    for name in names:
+        full = os.path.join(root, name)
+        if not os.path.isdir(full):
+            if name not in CHECKPOINT_FILES and name not in (
+                TOPICS_FILE,
+                LOCK_FILE,
+                CLEAN_SHUTDOWN_FILE,
+            ):
+                report.notes.append(Problem(full, None, "foreign file, ignored"))
+            continue
+        parsed = parse_partition_dir_name(name)
+        if parsed is None:
+            special = parse_special_dir_name(name)
+            what = (
+                f"a partition directory marked -{special[2]}"
+                if special
+                else "not a partition directory"
+            )
+            report.notes.append(Problem(full, None, f"{what}, ignored"))
+            continue
+        if topics is not None and (parsed[0] not in topics or parsed[1] >= topics[parsed[0]][0]):
+            report.notes.append(
+                Problem(full, None, f"not a partition of a topic in {TOPICS_FILE}, ignored")
+            )
+            continue
+        partition_dirs[parsed] = full
+    if topics is None and partition_dirs and not os.path.isfile(os.path.join(root, TOPICS_FILE)):
+        report.notes.append(
+            Problem(
+                root,
+                None,
+                f"no {TOPICS_FILE}: the store adopts these partitions with default configs",
+            )
+        )
+    for topic, (count, _) in sorted((topics or {}).items()):
+        for partition in range(count):
+            if (topic, partition) not in partition_dirs:
+                report.problems.append(
+                    Problem(
+                        os.path.join(root, f"{topic}-{partition}"),
+                        None,
+                        "partition directory missing",
+                    )
+                )
+    if not clean_shutdown and (partition_dirs or topics):
+        report.notes.append(
+            Problem(
+                root, None, f"no {CLEAN_SHUTDOWN_FILE}: the next open recovers unflushed segments"
+            )
+        )
+    for key, directory in sorted(partition_dirs.items()):
+        if topics is not None:
+            _check_topic_id(report, directory, topics[key[0]][1])
+        end = _verify_partition(report, directory)
+        if end is None:
+            continue
+        start = start_offsets.get(key)
+        if start is not None and start > end:
+            report.problems.append(
+                Problem(
+                    os.path.join(root, LOG_START_OFFSET_CHECKPOINT),
+                    None,
+                    f"{key[0]}-{key[1]}: log start offset {start} is above the log end "
+                    f"offset {end}",
+                )
+            )
+        point = recovery_points.get(key)
+        if point is not None and (point > end or (clean_shutdown and point != end)):
+            report.problems.append(
+                Problem(
+                    os.path.join(root, RECOVERY_POINT_CHECKPOINT),
+                    None,
+                    f"{key[0]}-{key[1]}: recovery point {point} but the log ends at {end}"
+                    + (" after a clean shutdown" if clean_shutdown and point < end else ""),
+                )
+            )
+    return report
+
+
+__all__ = [
+    "Problem",
+    "VerifyReport",
+    "verify_data_dir",
+]

@@ -182,6 +182,7 @@ class BrokerConfig:
     initial_task_delay_ms: int
     segment_delete_delay_ms: int
     remote_storage_system_enable: bool
+    offset_map_type: str
 
     _ACCESSORS: Final = {
         "cleaner_enable": "log.cleaner.enable",
@@ -201,6 +202,7 @@ class BrokerConfig:
         "initial_task_delay_ms": "log.initial.task.delay.ms",
         "segment_delete_delay_ms": "log.segment.delete.delay.ms",
         "remote_storage_system_enable": "remote.log.storage.system.enable",
+        "offset_map_type": "compactlog.cleaner.offset.map",
     }
 
     def __init__(

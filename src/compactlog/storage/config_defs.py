@@ -547,6 +547,11 @@ _BROKER_ONLY_DEFS: Final = (
     ConfigDef("log.cleaner.backoff.ms", "long", 15000,
               "How long a cleaner thread sleeps after a pass that found no log to clean.",
               at_least(0)),
+    # compactlog's own (not Kafka's): which dedupe map the cleaner threads use.
+    ConfigDef("compactlog.cleaner.offset.map", "string", "kafka",
+              "The cleaner's offset map: 'kafka' (Kafka's map: MD5 digests, 24 bytes per key, "
+              "so passes stop at exactly the same record as Kafka's) or 'compact' (16 bytes per "
+              "key: 1.5x the keys per pass in the same buffer).", OneOf(("kafka", "compact"))),
     # Scheduling and checkpoints (ServerLogConfigs).
     ConfigDef("log.retention.check.interval.ms", "long", 300000,
               "How often retention runs over the logs that are not compacted.", at_least(1)),

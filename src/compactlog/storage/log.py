@@ -41,7 +41,9 @@ from compactlog.storage.config import LogConfig
 from compactlog.storage.file_records import FileBatch
 from compactlog.storage.fs import FileSystem
 from compactlog.storage.segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
+    SWAP_SUFFIX,
     LogSegment,
     SegmentSettings,
     draw_roll_jitter,
@@ -381,6 +383,60 @@ class Log:
                 if record.timestamp >= timestamp and record.offset >= self._log_start_offset:
                     return record.offset, record.timestamp
         return None
+
+    # --- the cleaner's swap ---------------------------------------------------------------
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """An empty ``<base>.log.cleaned`` segment (leftovers of an earlier attempt removed)."""
+        prefix = os.path.join(self.dir, f"{base_offset:020d}")
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            self.fs.remove(prefix + suffix + CLEANED_SUFFIX)
+        config = self._config
+        settings = SegmentSettings(
+            index_interval_bytes=config.index_interval_bytes,
+            segment_index_bytes=config.segment_index_bytes,
+            preallocate=False,
+            segment_bytes=config.segment_bytes,
+        )
+        return LogSegment(
+            self.fs, self.dir, base_offset, settings, now_ms=self.clock(), suffix=CLEANED_SUFFIX
+        )
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
+        """Swap a finished ``.cleaned`` segment in for ``old`` (Kafka's ``replaceSegments``).
+
+        The protocol, with what a crash at each point leaves (the loader finishes or undoes it):
+
+        1. ``new``'s files are renamed ``.cleaned`` -> ``.swap`` (a crash before all are
+           renamed: the loader deletes the ``.swap`` at or above a ``.cleaned`` offset and every
+           ``.cleaned``, so the originals stay);
+        2. the segment map switches to ``new`` at once, so readers see either the old segments or
+           the new one, never a mix;
+        3. each old segment is renamed ``.deleted`` (a crash now: the loader deletes the
+           originals that the ``.swap`` covers and completes the swap);
+        4. ``new``'s files are renamed ``.swap`` -> final names and the directory is fsynced.
+
+        Old segments stay readable by readers that already hold them until ``file.delete.delay.ms``.
+        """
+        with self.lock:
+            self._check_open()
+            present = [s for s in old if any(s is t for t in self._segments)]
+            new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+            self.fs.sync_dir(self.dir)
+            if present:
+                first = next(i for i, s in enumerate(self._segments) if s is present[0])
+                last = next(i for i, s in enumerate(self._segments) if s is present[-1])
+                self._segments[first : last + 1] = [new]
+            else:
+                self._segments.append(new)
+                self._segments.sort(key=lambda s: s.base_offset)
+            delay = self._config.file_delete_delay_ms
+            now = self.clock()
+            for segment in present:
+                segment.change_suffix("", DELETED_SUFFIX)
+                self._pending_deletions.append(PendingDeletion(segment, now + delay))
+            new.change_suffix(SWAP_SUFFIX, "")
+            self.fs.sync_dir(self.dir)
+            self._dir_needs_sync = False
 
     # --- retention and deletion ---------------------------------------------------------
     def delete_records(self, before_offset: int) -> int:

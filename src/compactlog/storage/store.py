@@ -45,7 +45,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from compactlog.errors import (
     CompactlogError,
@@ -85,6 +85,39 @@ TOPICS_FILE = "compactlog-topics.json"
 PARTITION_METADATA_FILE = "partition.metadata"
 
 Clock = Callable[[], int]
+
+
+class StoreCleaner(Protocol):
+    """What the store needs of a log cleaner (implemented by :mod:`compactlog.cleaner`).
+
+    The storage layer may not import the cleaner (the layers point downwards), so the cleaner
+    registers a factory with :func:`register_cleaner`; ``import compactlog`` does that.
+    """
+
+    def clean(self, now: int | None = None) -> Any: ...
+
+    def clean_log(self, topic: str, partition: int, now: int | None = None) -> Any: ...
+
+    def start(self) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+    def abort_and_pause(self, topic: str, partition: int) -> None: ...
+
+    def resume(self, topic: str, partition: int) -> None: ...
+
+    def forget_partition(self, topic: str, partition: int) -> None: ...
+
+
+_cleaner_factory: Callable[[Store], StoreCleaner] | None = None
+
+
+def register_cleaner(factory: Callable[[Store], StoreCleaner]) -> None:
+    """Install the log cleaner every Store opened from now on gets."""
+    global _cleaner_factory  # noqa: PLW0603 - a one-time plug-in registration
+    _cleaner_factory = factory
+
+
 RecordInput = (
     tuple[bytes | None, bytes | None]
     | tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
@@ -136,6 +169,7 @@ class Store:
         self._lock_fd = -1
         self._closed = False
         self._background: threading.Thread | None = None
+        self._cleaner: StoreCleaner | None = None
         self._stop = threading.Event()
         self.had_clean_shutdown = False
         self.load_stats: dict[tuple[str, int], LoadStats] = {}
@@ -176,6 +210,8 @@ class Store:
             rng=rng or random.Random(),
         )
         store._open()
+        if _cleaner_factory is not None:
+            store._cleaner = _cleaner_factory(store)
         if background:
             store.start_background()
         return store
@@ -379,7 +415,11 @@ class Store:
                 self._load_partition(name, partition, None, None)
 
     def delete_topic(self, name: str) -> None:
-        """Delete a topic and all its data."""
+        """Delete a topic and all its data (an in-progress cleaning of it is aborted first)."""
+        info = self._topic(name)
+        if self._cleaner is not None:
+            for partition in range(info.partitions):
+                self._cleaner.abort_and_pause(name, partition)
         with self._lock:
             self._check_open()
             info = self._topic(name)
@@ -391,6 +431,8 @@ class Store:
                 if log is not None:
                     log.delete()
                 self.load_stats.pop((name, partition), None)
+                if self._cleaner is not None:
+                    self._cleaner.forget_partition(name, partition)
             self.fs.sync_dir(self.path)
 
     def topics(self) -> list[str]:
@@ -566,6 +608,29 @@ class Store:
             self.write_log_start_offset_checkpoint()
         return deleted
 
+    # --- the cleaner ----------------------------------------------------------------------------
+    @property
+    def cleaner(self) -> StoreCleaner:
+        """The log cleaner of this store (``import compactlog`` installs it)."""
+        if self._cleaner is None:
+            raise CompactlogError("no log cleaner is installed: import compactlog first")
+        return self._cleaner
+
+    def clean(self, now: int | None = None) -> Any:
+        """One cleaner iteration, exactly as a Kafka cleaner thread runs it.
+
+        Selects and cleans the filthiest eligible compacted log, then runs retention on the
+        compacted logs; returns what it did. A log whose cleaning fails is marked uncleanable
+        and reported in the result, never raised. Works whether or not background cleaning runs.
+        """
+        return self.cleaner.clean(now)
+
+    def clean_log(self, topic: str, partition: int, now: int | None = None) -> Any:
+        """Clean this log now, whatever its dirty ratio or compaction lag (never the active
+        segment, never inside ``min.compaction.lag.ms``; no retention)."""
+        self.log(topic, partition)
+        return self.cleaner.clean_log(topic, partition, now)
+
     # --- durability ---------------------------------------------------------------------------
     def flush(self) -> None:
         """fsync every log and write the recovery-point checkpoint."""
@@ -588,6 +653,8 @@ class Store:
         if self._closed:
             return
         self.stop_background()
+        if self._cleaner is not None:
+            self._cleaner.shutdown()
         with self._lock:
             try:
                 for log in self._logs.values():
@@ -606,6 +673,8 @@ class Store:
     def abandon(self) -> None:
         """Drop the store without a clean shutdown (tests: what a crash leaves on disk)."""
         self.stop_background()
+        if self._cleaner is not None:
+            self._cleaner.shutdown()
         for log in self._logs.values():
             log.close_without_flush()
         self._closed = True
@@ -620,9 +689,12 @@ class Store:
 
     # --- background service -------------------------------------------------------------------
     def start_background(self) -> None:
-        """Start Kafka's periodic tasks (retention, flush.ms, checkpoints) in one thread."""
+        """Start Kafka's periodic tasks (retention, flush.ms, checkpoints) in one thread, and
+        the cleaner threads when ``log.cleaner.enable`` is true."""
         if self._background is not None:
             return
+        if self._cleaner is not None and self.broker.cleaner_enable:
+            self._cleaner.start()
         self._stop.clear()
         thread = threading.Thread(
             target=self._run_background, name="compactlog-scheduler", daemon=True

@@ -16,8 +16,12 @@ Layers (each imports only the layers below it; ``lint-imports`` checks this cont
 The entry point is :class:`compactlog.storage.store.Store`, re-exported here.
 """
 
+from compactlog.cleaner.service import install as _install_cleaner
 from compactlog.errors import CompactlogError
 from compactlog.storage.store import Store
+
+# The storage layer cannot import the cleaner (layers point downwards); it takes it from here.
+_install_cleaner()
 
 __all__ = ["CompactlogError", "Store"]
 __version__ = "0.1.0"

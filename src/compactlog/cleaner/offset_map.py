@@ -1,0 +1,484 @@
+"""The cleaner's dedupe buffer: a fixed-size table from key to the latest offset of that key.
+
+Theory of operation
+-------------------
+The cleaner builds the map over the dirty range (spec 5.2), one record at a time, until the map
+holds ``max_desired_size = floor(slots * load_factor)`` keys, then rewrites the log keeping a
+keyed record only when its offset is not below the map's offset for its key. Keys are not stored:
+each is represented by a fixed-width hash, so a map's capacity depends only on its memory.
+
+Two maps implement :class:`OffsetMap`:
+
+* :class:`SkimpyOffsetMap` is Kafka's ``SkimpyOffsetMap`` exactly (spec 5.1): 24-byte entries
+  (MD5 digest + big-endian int64 offset) in one byte array, an all-zero entry is empty, and the
+  probe sequence, ``get``'s probe limit and the full-map error are Kafka's.
+* :class:`CompactOffsetMap` stores 16-byte entries: the first 96 bits of MurmurHash3_x64_128 of
+  the key and the offset as an unsigned 32-bit number relative to ``base_offset`` (which
+  ``clear(base_offset=...)`` sets; the cleaner passes the first dirty offset). Probing is linear
+  from ``hash mod slots``. A pass spans at most 2^32 offsets: ``put_batch`` stops at an offset
+  outside ``[base_offset, base_offset + 2^32)`` just as it stops at a full map, so the caller
+  finishes the pass there (an empty map adopts such an offset as its base instead, so a pass
+  never stops before its first key).
+
+Keys per pass (``keys_per_mib``; load factor 0.9; the default 128 MiB buffer, one thread)::
+
+    map                 bytes/entry  keys per MiB   keys per 128 MiB pass
+    SkimpyOffsetMap     24           39,321.0       5,033,164
+    CompactOffsetMap    16           58,982.4       7,549,747   (1.5x)
+
+Collisions in the compact map
+-----------------------------
+Two keys with equal hashes are one key to the map. If ``a`` and ``b`` collide and the map holds
+``b``'s latest offset, the cleaner treats ``a``'s records below that offset as superseded and
+drops them: ``a`` can lose its latest value (or a tombstone can be dropped early). Nothing
+detects it. Kafka has the same failure mode with MD5 (spec 9 item 6), only with 128 bits.
+
+By the birthday bound, n distinct keys in one pass collide somewhere with probability about
+``n^2 / 2^(b+1)`` for a b-bit hash; a key being cleaned that is *not* in the map collides with
+one of the n mapped keys with probability about ``n / 2^b``, so K distinct keys in the cleaned
+log add about ``n K / 2^b``. With b = 96:
+
+* the default 128 MiB buffer, n = 7,549,747: ``n^2 / 2^97`` = 3.6e-16 per pass, and with
+  K = 1e9 keys in the log, ``n K / 2^96`` = 9.5e-14 per pass;
+* n = 1e9 keys in one pass (a 16.6 GiB buffer): ``n^2 / 2^97`` = 6.3e-12 per pass.
+
+So even a billion-key pass every second for a year (3.2e7 passes) has a chance of about 2e-4
+of a single merged key, far below the rate of undetected memory or disk corruption in that
+time; at the default size it is about 1e-8. A 64-bit hash would not do: 1e9 keys give
+``n^2 / 2^65`` = 2.7%. That is why 96 bits and not 64, and 96 rather than 128 leaves room for
+the 32-bit offset in 16 bytes.
+
+These numbers assume keys that are not chosen to collide. MurmurHash3 is not a cryptographic
+hash, and producers who can choose keys could search for colliding pairs; Kafka's MD5 is not
+collision resistant either (MD5 collisions are cheap to construct), so neither map defends a
+topic against hostile producers.
+
+MurmurHash3 of the empty key with seed 0 is all zeros, which marks an empty slot; that hash is
+replaced by ``(1, 0, 0)``, which merges two keys only if a key's hash is exactly that value
+(2^-96 per key).
+
+Kernels
+-------
+``put_batch`` and ``get_batch`` run one kernel over whole record columns (see
+:mod:`._map_kernels`): ``kernel="numba"`` compiled, ``kernel="python"`` the same source
+interpreted (the reference the tests compare against), ``"auto"`` numba when it is installed.
+``put`` and ``get`` are one-record batches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+from compactlog.cleaner import _map_kernels as _k
+from compactlog.errors import CompactlogError, ConfigError
+
+MIB = 1 << 20
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+DEFAULT_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
+KERNELS = ("auto", "numba", "python")
+
+Data: TypeAlias = bytes | bytearray | memoryview | npt.NDArray[np.uint8]
+IntColumn: TypeAlias = npt.NDArray[np.integer[Any]] | Sequence[int]
+
+
+class OffsetMapFullError(CompactlogError):
+    """A ``put`` of a new entry when every slot is taken (Kafka's ``require`` in ``put``)."""
+
+
+class OffsetMapRangeError(CompactlogError):
+    """A ``put`` into a :class:`CompactOffsetMap` of an offset it cannot store relative to its
+    base offset (outside ``[base_offset, base_offset + 2^32)``)."""
+
+
+class OffsetMap(Protocol):
+    """What the cleaner needs of a dedupe map; both maps here implement it."""
+
+    slots: int  # capacity in entries
+    entry_size: int  # bytes per entry
+    load_factor: float
+
+    @property
+    def size(self) -> int: ...  # distinct keys (hashes) stored
+    @property
+    def latest_offset(self) -> int: ...  # -1 after clear
+    @property
+    def max_desired_size(self) -> int: ...  # floor(slots * load_factor)
+    @property
+    def utilization(self) -> float: ...  # size / slots
+    def clear(self, base_offset: int | None = None) -> None: ...
+    def put(self, key: bytes, offset: int) -> None: ...
+    def get(self, key: bytes) -> int: ...
+    def update_latest_offset(self, offset: int) -> None: ...
+    def put_batch(
+        self,
+        data: Data,
+        key_pos: IntColumn,
+        key_len: IntColumn,
+        offsets: IntColumn,
+        start: int,
+        stop: int,
+        first_dirty_offset: int,
+    ) -> int: ...
+    def get_batch(
+        self, data: Data, key_pos: IntColumn, key_len: IntColumn
+    ) -> npt.NDArray[np.int64]: ...
+
+
+def keys_per_mib(
+    map_class: type[SkimpyOffsetMap | CompactOffsetMap], load_factor: float = 0.9
+) -> float:
+    """Usable keys per MiB of dedupe buffer: the slots of a 1 MiB map times the load factor."""
+    return (MIB // map_class.entry_size) * load_factor
+
+
+def _select_kernels(kernel: str) -> _k.MapKernels:
+    if kernel == "auto":
+        kernel = "numba" if _k.numba_available() else "python"
+    if kernel == "numba":
+        return _k.numba_kernels()
+    if kernel == "python":
+        return _k.PYTHON_KERNELS
+    raise ValueError(f"unknown kernel {kernel!r}; expected one of {', '.join(KERNELS)}")
+
+
+class _Columns:
+    """Record columns, checked and shaped for one kernel (arrays for numba, lists for Python)."""
+
+    def __init__(
+        self,
+        compiled: bool,
+        data: Data,
+        key_pos: IntColumn,
+        key_len: IntColumn,
+        offsets: IntColumn | None,
+        start: int,
+        stop: int,
+    ) -> None:
+        if isinstance(data, np.ndarray):
+            if data.dtype != np.uint8 or data.ndim != 1:
+                raise ValueError(f"data must be a 1-D uint8 array, not {data.dtype} {data.shape}")
+            arr = np.ascontiguousarray(data)
+        else:
+            arr = np.frombuffer(data, np.uint8)
+        pos = np.ascontiguousarray(key_pos, np.int64)
+        lens = np.ascontiguousarray(key_len, np.int32)
+        n = len(pos)
+        if len(lens) != n or (offsets is not None and len(offsets) != n):
+            raise ValueError("key_pos, key_len and offsets must have the same length")
+        if not 0 <= start <= stop <= n:
+            raise ValueError(f"bad record range [{start}, {stop}) of {n} records")
+        # The compiled kernel does not check bounds: every key must lie inside data.
+        sel_pos = pos[start:stop]
+        sel_len = lens[start:stop]
+        keyed = sel_len >= 0
+        if np.any(keyed & ((sel_pos < 0) | (sel_pos > len(arr) - sel_len.astype(np.int64)))):
+            raise ValueError(f"a key lies outside data ({len(arr)} bytes)")
+        self.data: Any
+        self.key_pos: Any
+        self.key_len: Any
+        self.offsets: Any
+        if compiled:
+            self.data = arr
+            self.key_pos = pos
+            self.key_len = lens
+            self.offsets = None if offsets is None else np.ascontiguousarray(offsets, np.int64)
+        else:
+            self.data = arr.data
+            self.key_pos = pos.tolist()
+            self.key_len = lens.tolist()
+            self.offsets = None if offsets is None else np.asarray(offsets, np.int64).tolist()
+
+
+class _HashOffsetMap:
+    """What both maps share: sizing, the counters, and the calls into the kernels."""
+
+    entry_size: int = 0
+    _table_dtype: type[np.unsignedinteger[Any]] = np.uint8
+
+    def __init__(self, memory: int, load_factor: float, kernel: str) -> None:
+        if not 0.0 < load_factor <= 1.0:
+            raise ConfigError(f"offset map load factor must be in (0, 1], not {load_factor}")
+        self.memory = memory
+        self.slots = max(0, memory) // self.entry_size
+        self.load_factor = load_factor
+        if not self.slots * load_factor > 1:
+            # Kafka's LogCleaner refuses to start: nothing could ever be cleaned.
+            raise ConfigError(
+                f"offset map of {memory} bytes ({self.slots} slots at load factor {load_factor}) "
+                "is too small to fit in even a single message, so log cleaning will never make "
+                "progress; increase log.cleaner.dedupe.buffer.size or decrease "
+                "log.cleaner.threads"
+            )
+        self._kernels = _select_kernels(kernel)
+        self.kernel = "numba" if self._kernels.compiled else "python"
+        itemsize = np.dtype(self._table_dtype).itemsize
+        self._table = np.zeros(self.slots * self.entry_size // itemsize, self._table_dtype)
+        self._size = 0
+        self._latest = -1
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def latest_offset(self) -> int:
+        return self._latest
+
+    @property
+    def max_desired_size(self) -> int:
+        return int(self.slots * self.load_factor)
+
+    @property
+    def utilization(self) -> float:
+        return self._size / self.slots
+
+    def update_latest_offset(self, offset: int) -> None:
+        self._latest = offset
+
+    def clear(self, base_offset: int | None = None) -> None:
+        """Empty the map (zeroing the table, as Kafka does); latest offset -1."""
+        self._table.fill(0)
+        self._size = 0
+        self._latest = -1
+
+    def put(self, key: bytes, offset: int) -> None:
+        """Map ``key`` to ``offset`` (overwriting its entry if present); latest offset = offset.
+
+        Raises :class:`OffsetMapFullError` when ``size >= slots``, even if the key is present.
+        """
+        if self._size >= self.slots:
+            raise OffsetMapFullError("Attempted to add a new entry to a full offset map.")
+        if not INT64_MIN <= offset <= INT64_MAX:
+            raise ValueError(f"offset {offset} is not an int64")
+        cols = self._single(key, offset)
+        stopped = self._put(cols, 0, 1, INT64_MIN, self.slots)
+        if stopped != 1:
+            raise self._stop_error(offset)
+
+    def get(self, key: bytes) -> int:
+        """The offset mapped for ``key``, or -1."""
+        return int(self._get(self._single(key, None))[0])
+
+    def put_batch(
+        self,
+        data: Data,
+        key_pos: IntColumn,
+        key_len: IntColumn,
+        offsets: IntColumn,
+        start: int,
+        stop: int,
+        first_dirty_offset: int,
+    ) -> int:
+        """Kafka's map-building loop over records ``[start, stop)`` of record columns.
+
+        ``data`` holds the bytes that ``key_pos`` refers to; ``key_len`` -1 is a null key. In
+        order, a record is skipped if it has no key or ``offset < first_dirty_offset``; else, if
+        ``size >= max_desired_size`` (checked before every put, even of a key already present:
+        Kafka's rule) the loop stops and returns that record's index; else the key is put and
+        the latest offset becomes its offset. Returns ``stop`` when every record was processed.
+        """
+        cols = _Columns(self._kernels.compiled, data, key_pos, key_len, offsets, start, stop)
+        return self._put(cols, start, stop, first_dirty_offset, self.max_desired_size)
+
+    def get_batch(
+        self, data: Data, key_pos: IntColumn, key_len: IntColumn
+    ) -> npt.NDArray[np.int64]:
+        """``get`` of every record's key: an int64 array, -1 for null and absent keys."""
+        return self._get(
+            _Columns(self._kernels.compiled, data, key_pos, key_len, None, 0, len(key_pos))
+        )
+
+    def _single(self, key: bytes, offset: int | None) -> _Columns:
+        offsets = None if offset is None else [offset]
+        return _Columns(self._kernels.compiled, key, [0], [len(key)], offsets, 0, 1)
+
+    def _scratch(self, n: int) -> Any:
+        """Kernel scratch: an int64 array for numba, a list for the Python kernel."""
+        return np.zeros(n, np.int64) if self._kernels.compiled else [0] * n
+
+    def _table_view(self) -> Any:
+        return self._table if self._kernels.compiled else self._table.data
+
+    def _put(
+        self, cols: _Columns, start: int, stop: int, first_dirty: int, max_desired: int
+    ) -> int:
+        raise NotImplementedError
+
+    def _get(self, cols: _Columns) -> npt.NDArray[np.int64]:
+        raise NotImplementedError
+
+    def _stop_error(self, offset: int) -> CompactlogError:
+        return OffsetMapFullError("Attempted to add a new entry to a full offset map.")
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(slots={self.slots}, size={self._size}, "
+            f"latest_offset={self._latest}, kernel={self.kernel!r})"
+        )
+
+
+class SkimpyOffsetMap(_HashOffsetMap):
+    """Kafka's ``SkimpyOffsetMap``: MD5 digest + big-endian offset, 24 bytes an entry.
+
+    ``slots = memory // 24``; the table is one uint8 array. The probe sequence, ``get``'s limit
+    of ``slots + 12`` probes and the full-map error are Kafka's (spec 5.1). Kafka caps
+    ``memory`` at ``Int.MaxValue`` (its ``LogCleaner`` does, per thread); this class does not.
+    ``clear`` accepts a ``base_offset`` so that callers can treat both maps alike; it is unused.
+    """
+
+    entry_size = _k.SKIMPY_ENTRY_SIZE
+    _table_dtype = np.uint8
+
+    def __init__(
+        self, memory: int, load_factor: float = DEFAULT_LOAD_FACTOR, *, kernel: str = "auto"
+    ) -> None:
+        super().__init__(memory, load_factor, kernel)
+        self._w = self._scratch(16)
+        self._rows = self._scratch(_k.scratch_size(_k.SKIMPY_ROW))
+
+    def _put(
+        self, cols: _Columns, start: int, stop: int, first_dirty: int, max_desired: int
+    ) -> int:
+        index, size, latest = self._kernels.skimpy_put_batch(
+            self._table_view(),
+            self.slots,
+            cols.data,
+            cols.key_pos,
+            cols.key_len,
+            cols.offsets,
+            start,
+            stop,
+            first_dirty,
+            max_desired,
+            self._size,
+            self._latest,
+            self._w,
+            self._rows,
+        )
+        self._size = int(size)
+        self._latest = int(latest)
+        return int(index)
+
+    def _get(self, cols: _Columns) -> npt.NDArray[np.int64]:
+        n = len(cols.key_pos)
+        out: Any = np.empty(n, np.int64) if self._kernels.compiled else [0] * n
+        self._kernels.skimpy_get_batch(
+            self._table_view(),
+            self.slots,
+            cols.data,
+            cols.key_pos,
+            cols.key_len,
+            out,
+            self._w,
+            self._rows,
+        )
+        return np.asarray(out, np.int64)
+
+
+class CompactOffsetMap(_HashOffsetMap):
+    """16-byte entries: a 96-bit MurmurHash3 key hash and a 32-bit offset relative to a base.
+
+    Layout: a uint32 array, four words an entry: the hash (the first 12 bytes of
+    MurmurHash3_x64_128 with seed 0, as three little-endian words; all zeros means empty) and
+    ``offset - base_offset``. Linear probing from slot ``hash mod slots``; ``get`` stops at an
+    empty slot or after ``slots`` probes. See the module docstring for the collision arithmetic.
+    """
+
+    entry_size = _k.COMPACT_ENTRY_SIZE
+    _table_dtype = np.uint32
+
+    def __init__(
+        self,
+        memory: int,
+        load_factor: float = DEFAULT_LOAD_FACTOR,
+        base_offset: int = 0,
+        *,
+        kernel: str = "auto",
+    ) -> None:
+        super().__init__(memory, load_factor, kernel)
+        self._base = self._checked_base(base_offset)
+        self._rows = self._scratch(_k.scratch_size(_k.COMPACT_ROW))
+
+    @property
+    def base_offset(self) -> int:
+        """Offsets are stored as ``offset - base_offset``, in ``[0, 2^32)``."""
+        return self._base
+
+    @property
+    def max_offset(self) -> int:
+        """The largest offset this map can hold with its current base."""
+        return self._base + _k.COMPACT_MAX_RELATIVE
+
+    def clear(self, base_offset: int | None = None) -> None:
+        """Empty the map; with ``base_offset``, offsets from then on are stored relative to it
+        (the cleaner passes the first dirty offset). Without it the base stays as it was."""
+        super().clear()
+        if base_offset is not None:
+            self._base = self._checked_base(base_offset)
+
+    def put(self, key: bytes, offset: int) -> None:
+        """As :meth:`SkimpyOffsetMap.put`; also raises :class:`OffsetMapRangeError` for an offset
+        outside ``[base_offset, base_offset + 2^32)`` unless the map is empty, in which case
+        that offset becomes the base."""
+        if 0 < self._size < self.slots and not self._base <= offset <= self.max_offset:
+            raise self._stop_error(offset)
+        super().put(key, offset)
+
+    @staticmethod
+    def _checked_base(base_offset: int) -> int:
+        if not 0 <= base_offset <= INT64_MAX - _k.COMPACT_MAX_RELATIVE:
+            raise ValueError(f"base offset {base_offset} out of range")
+        return base_offset
+
+    def _stop_error(self, offset: int) -> CompactlogError:
+        if self._size >= self.slots:
+            return super()._stop_error(offset)
+        return OffsetMapRangeError(
+            f"offset {offset} does not fit in the offset map: it stores offsets in "
+            f"[{self._base}, {self.max_offset}] (base offset + 32 bits); clear the map with a "
+            "new base_offset and start a new pass"
+        )
+
+    def _put(
+        self, cols: _Columns, start: int, stop: int, first_dirty: int, max_desired: int
+    ) -> int:
+        index, size, latest, base = self._kernels.compact_put_batch(
+            self._table_view(),
+            self.slots,
+            cols.data,
+            cols.key_pos,
+            cols.key_len,
+            cols.offsets,
+            start,
+            stop,
+            first_dirty,
+            max_desired,
+            self._size,
+            self._latest,
+            self._base,
+            self._rows,
+        )
+        self._size = int(size)
+        self._latest = int(latest)
+        self._base = int(base)
+        return int(index)
+
+    def _get(self, cols: _Columns) -> npt.NDArray[np.int64]:
+        n = len(cols.key_pos)
+        out: Any = np.empty(n, np.int64) if self._kernels.compiled else [0] * n
+        self._kernels.compact_get_batch(
+            self._table_view(),
+            self.slots,
+            cols.data,
+            cols.key_pos,
+            cols.key_len,
+            self._base,
+            out,
+            self._rows,
+        )
+        return np.asarray(out, np.int64)

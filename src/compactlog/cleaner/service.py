@@ -1,0 +1,266 @@
+"""The log cleaner as a service (Kafka's ``LogCleaner`` and its ``CleanerThread``s).
+
+Theory of operation. One :class:`LogCleaner` per store owns a
+:class:`~compactlog.cleaner.manager.LogCleanerManager` (selection, states, checkpoint) and
+``log.cleaner.threads`` cleaners, each with its own offset map of
+``log.cleaner.dedupe.buffer.size / threads`` bytes. One *iteration* (Kafka's
+``cleanFilthiestLog``) is:
+
+1. select the filthiest eligible compacted log and clean it (the checkpoint moves to the round's
+   end offset); a log whose cleaning raises is marked uncleanable and skipped from then on,
+   while the others keep being served;
+2. run retention (``deleteOldSegments``) on every idle compacted log: ``compact,delete`` topics
+   get time and size retention here, pure ``compact`` topics the log-start-offset rule;
+3. forget uncleanable marks of partitions that are gone.
+
+Background threads loop over iterations, sleeping ``log.cleaner.backoff.ms`` after one that found
+nothing to clean. :meth:`LogCleaner.clean` runs one iteration on the caller's thread (cleaning on
+demand), and :meth:`LogCleaner.clean_log` cleans a chosen log whatever its dirty ratio.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from compactlog.cleaner.cleaner import Cleaner, CleanerBuffers, CleaningAbortedError
+from compactlog.cleaner.manager import LogCleanerManager, LogToClean, cleanable_offsets
+from compactlog.cleaner.offset_map import CompactOffsetMap, OffsetMap, SkimpyOffsetMap
+from compactlog.cleaner.stats import (
+    CleanerStats,
+    delayed_partitions_line,
+    invalid_messages_line,
+    summary_message,
+)
+from compactlog.cleaner.throttler import Throttler
+from compactlog.errors import CompactlogError, StorageError
+from compactlog.storage.store import Store, register_cleaner
+
+logger = logging.getLogger("compactlog.cleaner")
+
+TopicPartition = tuple[str, int]
+MAX_MAP_BYTES = 2**31 - 1
+
+
+@dataclass
+class CleanResult:
+    """What one cleaner iteration did."""
+
+    cleaned: TopicPartition | None = None
+    first_dirty_offset: int = -1
+    end_offset: int = -1
+    stats: CleanerStats | None = None
+    summary: str = ""
+    segments_deleted: dict[TopicPartition, int] = field(default_factory=dict)
+    uncleanable: dict[TopicPartition, str] = field(default_factory=dict)
+    aborted: bool = False
+
+    @property
+    def did_work(self) -> bool:
+        return self.cleaned is not None or any(self.segments_deleted.values())
+
+
+class LogCleaner:
+    """The cleaner of one store. Created by the store (``import compactlog`` registers it)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        broker = store.broker
+        self.manager = LogCleanerManager(store.logs, store.cleaner_offset_checkpoint, store.clock)
+        self.throttler = Throttler(broker.io_max_bytes_per_second)
+        threads = max(broker.cleaner_threads, 1)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._cleaners = [self._new_cleaner(i, threads) for i in range(threads)]
+        self._on_demand_lock = threading.Lock()
+
+    def _new_cleaner(self, thread_id: int, threads: int) -> Cleaner:
+        broker = self.store.broker
+        memory = min(broker.dedupe_buffer_size // threads, MAX_MAP_BYTES)
+        offset_map: OffsetMap
+        if broker.offset_map_type == "compact":
+            offset_map = CompactOffsetMap(memory, broker.io_buffer_load_factor)
+        else:
+            offset_map = SkimpyOffsetMap(memory, broker.io_buffer_load_factor)
+        io_share = max(broker.io_buffer_size // threads // 2, 1024)
+        return Cleaner(
+            thread_id,
+            offset_map,
+            buffers=CleanerBuffers(io_share, max(broker.message_max_bytes, io_share)),
+            throttler=self.throttler,
+            clock=self.store.clock,
+            check_abort=self._check_abort,
+        )
+
+    # --- abort checks ---------------------------------------------------------------------
+    def _check_abort(self, log: object) -> None:
+        name = getattr(log, "topic", None), getattr(log, "partition", None)
+        if self._stop.is_set():
+            raise CleaningAbortedError("the cleaner is shutting down")
+        if name[0] is not None and self.manager.is_aborted((str(name[0]), int(name[1] or 0))):
+            raise CleaningAbortedError(f"cleaning of {name[0]}-{name[1]} was aborted")
+
+    # --- one iteration --------------------------------------------------------------------
+    def clean(self, now: int | None = None) -> CleanResult:
+        """One iteration on the caller's thread (cleaning on demand)."""
+        with self._on_demand_lock:
+            return self._iteration(self._cleaners[0], now)
+
+    def _iteration(self, cleaner: Cleaner, now: int | None) -> CleanResult:
+        now = self.store.clock() if now is None else now
+        result = CleanResult()
+        to_clean = self.manager.grab_filthiest_compacted_log(now)
+        if to_clean is not None:
+            self._clean_selected(cleaner, to_clean, now, result)
+        self._retention(now, result)
+        self.manager.prune_uncleanable()
+        result.uncleanable = self.manager.uncleanable_partitions()
+        return result
+
+    def _clean_selected(
+        self, cleaner: Cleaner, to_clean: LogToClean, now: int, result: CleanResult
+    ) -> None:
+        tp = to_clean.topic_partition
+        log = to_clean.log
+        fdo = to_clean.first_dirty_offset
+        result.cleaned = tp
+        result.first_dirty_offset = fdo
+        end_offset = fdo
+        try:
+            end_offset, stats = cleaner.clean(log, fdo, to_clean.first_uncleanable_offset, now)
+            result.end_offset = end_offset
+            result.stats = stats
+            result.summary = summary_message(cleaner.thread_id, log.name, fdo, end_offset, stats)
+            logger.info("%s", result.summary)
+            pre = self.manager.last_pre_clean_stats
+            if pre.delayed_partitions:
+                logger.info(
+                    "%s",
+                    delayed_partitions_line(
+                        pre.cleanable_partitions,
+                        pre.delayed_partitions,
+                        pre.max_compaction_delay_ms,
+                    ),
+                )
+            if stats.invalid_messages:
+                logger.warning("%s", invalid_messages_line(stats.invalid_messages))
+        except CleaningAbortedError:
+            result.aborted = True
+        except StorageError as exc:
+            logger.error("cleaning %s failed with an I/O error: %s", log.name, exc)
+            result.uncleanable[tp] = f"I/O error: {exc}"
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            logger.warning("marking %s uncleanable: %s", log.name, reason)
+            self.manager.mark_uncleanable(tp, reason)
+            end_offset = fdo
+        finally:
+            self.manager.done_cleaning(tp, end_offset if not result.aborted else fdo)
+
+    def _retention(self, now: int, result: CleanResult) -> None:
+        deletable = self.manager.logs_to_delete()
+        try:
+            for tp, log in deletable:
+                try:
+                    deleted = log.delete_old_segments(now)
+                except Exception as exc:
+                    self.manager.mark_uncleanable(tp, f"retention failed: {exc}")
+                    continue
+                if deleted:
+                    result.segments_deleted[tp] = deleted
+        finally:
+            self.manager.done_deleting([tp for tp, _ in deletable])
+        if result.segments_deleted:
+            self.store.write_log_start_offset_checkpoint()
+
+    # --- cleaning a chosen log --------------------------------------------------------------
+    def clean_log(self, topic: str, partition: int, now: int | None = None) -> CleanResult:
+        """Clean this log now whatever its ratio or lag (never the active segment, never inside
+        ``min.compaction.lag.ms``); no retention."""
+        tp = (topic, partition)
+        now = self.store.clock() if now is None else now
+        log = self.store.log(topic, partition)
+        result = CleanResult()
+        with self._on_demand_lock:
+            self.manager.begin_cleaning(tp)
+            checkpoint = self.manager.checkpoints().get(tp)
+            try:
+                offsets = cleanable_offsets(log, checkpoint, now)
+            except BaseException:
+                self.manager.done_cleaning(tp, checkpoint if checkpoint is not None else 0)
+                raise
+            fdo, fuo = offsets.first_dirty_offset, offsets.first_uncleanable_offset
+            if fuo <= fdo:
+                self.manager.done_cleaning(tp, fdo)
+                result.first_dirty_offset = result.end_offset = fdo
+                return result
+            to_clean = LogToClean(
+                topic_partition=tp,
+                log=log,
+                first_dirty_offset=fdo,
+                first_uncleanable_offset=fuo,
+                first_uncleanable_dirty_offset=offsets.first_uncleanable_dirty_offset,
+                clean_bytes=0,
+                cleanable_bytes=0,
+                total_bytes=0,
+                cleanable_ratio=0.0,
+                needs_compaction_now=offsets.needs_compaction_now,
+                compaction_delay_ms=offsets.compaction_delay_ms,
+                uncleanable_reason=None,
+            )
+            self._clean_selected(self._cleaners[0], to_clean, now, result)
+            result.uncleanable = self.manager.uncleanable_partitions()
+            return result
+
+    # --- pause, resume, deleted partitions ---------------------------------------------------
+    def abort_and_pause(self, topic: str, partition: int) -> None:
+        self.manager.abort_and_pause((topic, partition))
+
+    def resume(self, topic: str, partition: int) -> None:
+        self.manager.resume((topic, partition))
+
+    def forget_partition(self, topic: str, partition: int) -> None:
+        self.manager.forget_partition((topic, partition))
+
+    # --- threads ----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start ``log.cleaner.threads`` background cleaner threads."""
+        if self._threads:
+            return
+        self._stop.clear()
+        for cleaner in self._cleaners:
+            thread = threading.Thread(
+                target=self._run,
+                args=(cleaner,),
+                name=f"kafka-log-cleaner-thread-{cleaner.thread_id}",
+                daemon=True,
+            )
+            self._threads.append(thread)
+            thread.start()
+
+    def _run(self, cleaner: Cleaner) -> None:
+        backoff = self.store.broker.cleaner_backoff_ms / 1000.0
+        while not self._stop.is_set():
+            try:
+                result = self._iteration(cleaner, None)
+            except CompactlogError:
+                logger.exception("cleaner iteration failed")
+                result = CleanResult()
+            if result.cleaned is None and self._stop.wait(backoff):
+                return
+
+    def shutdown(self) -> None:
+        """Stop the threads; a round in progress is aborted and leaves only recoverable files."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
+
+    def running(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
+
+def install() -> None:
+    """Register this cleaner with the storage layer (``import compactlog`` calls it)."""
+    register_cleaner(LogCleaner)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,6 @@ from compactlog.records import (
     LOG_OVERHEAD,
     BatchHeader,
     ControlRecordType,
-    RecordBatch,
     RecordColumns,
     TimestampType,
     build_batch,
@@ -256,7 +256,12 @@ class Cleaner:
     def _map_segment(
         self, log: Log, segment: LogSegment, start: int, next_start: int, stats: CleanerStats
     ) -> bool:
-        """Map one segment; True when the map filled up inside it."""
+        """Map one segment; True when the map filled up inside it.
+
+        One kernel call per chunk: control batches are hidden from it (their records are never
+        mapped), and Kafka's per-batch rule for latestOffset (a fully processed batch moves it
+        to the batch's last offset) is replayed from where the kernel stopped.
+        """
         offset_map = self.offset_map
         _, position = segment.offset_index.lookup(start)
         for chunk in read_chunks(segment, position, self.buffers):
@@ -264,28 +269,37 @@ class Cleaner:
             stats.map_bytes_read += len(chunk.data)
             self.throttler.maybe_throttle(len(chunk.data))
             columns = decode_columns(chunk.data)
-            record = 0
-            for _, header in chunk.headers:
-                count = header.records_count
-                first, stop = record, record + count
-                record = stop
-                stats.map_messages_read += max(count, 1) if header.is_control else count
-                if header.is_control:
-                    pass  # never mapped
-                elif count:
-                    done = offset_map.put_batch(
-                        columns.data,
-                        columns.key_pos,
-                        columns.key_len,
-                        columns.offsets,
-                        first,
-                        stop,
-                        start,
-                    )
-                    if done < stop:
-                        return True
-                if header.last_offset >= start:
-                    offset_map.update_latest_offset(header.last_offset)
+            headers = [h for _, h in chunk.headers]
+            stats.map_messages_read += sum(
+                max(h.records_count, 1) if h.is_control else h.records_count for h in headers
+            )
+            key_len = columns.key_len
+            if any(h.is_control for h in headers):
+                key_len = key_len.copy()
+                control = np.fromiter((h.is_control for h in headers), bool, len(headers))
+                key_len[control[columns.batch_index]] = -1
+            n = len(columns)
+            done = offset_map.put_batch(
+                columns.data, columns.key_pos, key_len, columns.offsets, 0, n, start
+            )
+            if done < n:
+                # Full inside batch j: batches before it were fully processed.
+                j = int(columns.batch_index[done])
+                first_of_j = int(np.searchsorted(columns.batch_index, j, side="left"))
+                put_in_j = done > first_of_j and bool(
+                    (
+                        (key_len[first_of_j:done] >= 0)
+                        & (columns.offsets[first_of_j:done] >= start)
+                    ).any()
+                )
+                if not put_in_j:
+                    previous = [h.last_offset for h in headers[:j] if h.last_offset >= start]
+                    if previous:
+                        offset_map.update_latest_offset(previous[-1])
+                return True
+            last = [h.last_offset for h in headers if h.last_offset >= start]
+            if last:
+                offset_map.update_latest_offset(last[-1])
         offset_map.update_latest_offset(next_start - 1)
         return False
 
@@ -323,30 +337,21 @@ class Cleaner:
         stats: CleanerStats,
     ) -> None:
         delete_retention_ms = log.config.delete_retention_ms
-        latest = self.offset_map.latest_offset
         for chunk in read_chunks(source, 0, self.buffers):
             self.check_abort(log)
             self.throttler.maybe_throttle(len(chunk.data))
             stats.bytes_read += len(chunk.data)
-            columns = decode_columns(chunk.data)
-            found = self.offset_map.get_batch(columns.data, columns.key_pos, columns.key_len)
+            decisions = self._decide_chunk(chunk, now)
             out: list[bytes] = []
             max_offset = -1
             max_ts, offset_of_max_ts = -1, -1
-            record = 0
-            for position, header in chunk.headers:
-                count = header.records_count
-                first, stop = record, record + count
-                record = stop
+            for b, (position, header) in enumerate(chunk.headers):
                 kept = self._filter_batch(
                     chunk.data,
                     position,
                     header,
-                    columns,
-                    first,
-                    stop,
-                    found,
-                    latest,
+                    decisions,
+                    b,
                     now,
                     delete_retention_ms,
                     upper_bound,
@@ -367,25 +372,55 @@ class Cleaner:
                 self.throttler.maybe_throttle(len(data))
                 dest.append(max_offset, max_ts, offset_of_max_ts, data)
 
+    def _decide_chunk(self, chunk: _Chunk, now: int) -> _ChunkDecisions:
+        """The record rule of spec 5.4 for every record of a chunk at once (numpy)."""
+        columns = decode_columns(chunk.data)
+        found = self.offset_map.get_batch(columns.data, columns.key_pos, columns.key_len)
+        headers = [h for _, h in chunk.headers]
+        count = len(headers)
+        retain_tombstone = np.fromiter(
+            (h.delete_horizon_ms is None or now < h.delete_horizon_ms for h in headers),
+            bool,
+            count,
+        )
+        batch = columns.batch_index
+        offsets = columns.offsets
+        beyond = offsets > self.offset_map.latest_offset
+        has_key = columns.key_len >= 0
+        tombstone = columns.value_len < 0
+        keep = beyond | (has_key & (offsets >= found) & (~tombstone | retain_tombstone[batch]))
+        starts = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum([h.records_count for h in headers], out=starts[1:])
+        return _ChunkDecisions(
+            columns=columns,
+            keep=keep,
+            starts=starts,
+            kept=np.bincount(batch, weights=keep, minlength=count).astype(np.int64),
+            kept_tombstones=np.bincount(batch, weights=keep & tombstone, minlength=count).astype(
+                np.int64
+            ),
+            keyless=np.bincount(batch, weights=~beyond & ~has_key, minlength=count).astype(
+                np.int64
+            ),
+        )
+
     def _filter_batch(
         self,
         data: bytes,
         position: int,
         header: BatchHeader,
-        columns: RecordColumns,
-        first: int,
-        stop: int,
-        found: np.ndarray,
-        latest: int,
+        decisions: _ChunkDecisions,
+        b: int,
         now: int,
         delete_retention_ms: int,
         upper_bound: int,
         transactions: _TransactionState,
         stats: CleanerStats,
     ) -> bytes | None:
-        """Spec 5.4 for one batch: the bytes to write, or None to drop it."""
-        raw = data[position : position + header.size_in_bytes]
+        """Spec 5.4 for batch ``b`` of the chunk: the bytes to write, or None to drop it."""
+        first, stop = int(decisions.starts[b]), int(decisions.starts[b + 1])
         horizon = header.delete_horizon_ms
+        columns = decisions.columns
         if header.is_control:
             key = columns.key(first) if stop > first else None
             can_discard = transactions.on_control_batch(header, key)
@@ -393,41 +428,31 @@ class Cleaner:
         else:
             can_discard = transactions.on_data_batch(header)
             discard_records = can_discard
-        # Batch retention, first matching rule (no producer state is kept yet, so the
-        # "last batch of an active producer" rule never applies).
-        if header.next_offset == upper_bound:
-            retain_empty = True
-        elif discard_records:
+        # Batch retention, first matching rule (no producer state is kept yet, so the "last
+        # batch of an active producer" rule never applies).
+        retain_empty = header.next_offset == upper_bound
+        if not retain_empty and discard_records:
             return None
-        else:
-            retain_empty = False
         stats.messages_read += stop - first
         if discard_records:
-            keep = np.zeros(stop - first, dtype=bool)
+            kept, tombstones_kept = 0, 0
         elif header.is_control:
-            keep = np.ones(stop - first, dtype=bool)
+            kept, tombstones_kept = stop - first, 0
         else:
-            offsets = columns.offsets[first:stop]
-            key_len = columns.key_len[first:stop]
-            value_len = columns.value_len[first:stop]
-            beyond = offsets > latest
-            keyless = ~beyond & (key_len < 0)
-            stats.invalid_messages += int(keyless.sum())
-            retain_tombstone = horizon is None or now < horizon
-            newest = offsets >= found[first:stop]
-            keep = beyond | ((key_len >= 0) & newest & ((value_len >= 0) | retain_tombstone))
-        kept = int(keep.sum())
+            kept, tombstones_kept = int(decisions.kept[b]), int(decisions.kept_tombstones[b])
+            stats.invalid_messages += int(decisions.keyless[b])
         if kept:
-            tombstone_kept = bool(
-                not header.is_control and (keep & (columns.value_len[first:stop] < 0)).any()
+            need_horizon = (tombstones_kept > 0 or (can_discard and header.is_control)) and (
+                horizon is None
             )
-            need_horizon = (
-                tombstone_kept or (can_discard and header.is_control)
-            ) and horizon is None
             if kept == stop - first and not need_horizon:
-                return raw  # verbatim: same CRC, timestamps and compressed bytes
+                return data[position : position + header.size_in_bytes]  # verbatim
             new_horizon = now + delete_retention_ms if need_horizon else horizon
-            return _rebuild(raw, header, keep, new_horizon)
+            if header.is_control:
+                indices = list(range(first, stop))
+            else:
+                indices = (np.flatnonzero(decisions.keep[first:stop]) + first).tolist()
+            return _rebuild(columns, indices, header, new_horizon)
         if retain_empty:
             return build_empty_batch(
                 base_offset=header.base_offset,
@@ -444,16 +469,43 @@ class Cleaner:
         return None
 
 
-def _rebuild(raw: bytes, header: BatchHeader, keep: np.ndarray, horizon: int | None) -> bytes:
+@dataclass
+class _ChunkDecisions:
+    """Per-record keep flags of a chunk and their per-batch counts."""
+
+    columns: RecordColumns
+    keep: np.ndarray
+    starts: np.ndarray  # record index where each batch starts (and the end)
+    kept: np.ndarray
+    kept_tombstones: np.ndarray
+    keyless: np.ndarray
+
+
+def _rebuild(
+    columns: RecordColumns, indices: list[int], header: BatchHeader, horizon: int | None
+) -> bytes:
     """The batch with only the kept records: same base and last offset, producer fields,
     flags, leader epoch and codec (at its default level); timestamps and offsets preserved."""
-    records = RecordBatch(raw).records()
-    kept = [r for r, k in zip(records, keep.tolist(), strict=True) if k]
+    data = columns.data
+    pick = np.asarray(indices, dtype=np.int64)
+    key_pos, key_len = columns.key_pos[pick].tolist(), columns.key_len[pick].tolist()
+    value_pos, value_len = columns.value_pos[pick].tolist(), columns.value_len[pick].tolist()
+    with_headers = columns.headers_count[pick].tolist()
+    records: list[tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Any]] = []
+    for j, i in enumerate(indices):
+        kl, vl, kp, vp = key_len[j], value_len[j], key_pos[j], value_pos[j]
+        key = data[kp : kp + kl] if kl >= 0 else None
+        value = data[vp : vp + vl] if vl >= 0 else None
+        if with_headers[j]:
+            records.append((key, value, columns.headers(i)))
+        else:
+            records.append((key, value))
     log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
+    base = header.base_offset
     return build_batch(
-        [(r.key, r.value, r.headers) for r in kept],
-        base_offset=header.base_offset,
-        timestamps=[r.timestamp for r in kept],
+        records,
+        base_offset=base,
+        timestamps=columns.timestamps[pick].tolist(),
         compression=header.compression,
         timestamp_type=TimestampType(header.timestamp_type),
         producer_id=header.producer_id,
@@ -463,7 +515,7 @@ def _rebuild(raw: bytes, header: BatchHeader, keep: np.ndarray, horizon: int | N
         is_transactional=header.is_transactional,
         is_control=header.is_control,
         delete_horizon_ms=horizon,
-        offset_deltas=[r.offset - header.base_offset for r in kept],
+        offset_deltas=(columns.offsets[pick] - base).tolist(),
         last_offset_delta=header.last_offset_delta,
         max_timestamp=header.max_timestamp if log_append else None,
     )

@@ -394,7 +394,12 @@ def skimpy_slot(digest: Any, d: int, attempt: int, slots: int) -> int:
     ``max(0, attempt - 12)`` with int32 wrap-around, then ``Utils.abs(p) % slots``.
     """
     j = d + (attempt if attempt < SKIMPY_LAST_WINDOW else SKIMPY_LAST_WINDOW)
-    p: int = (digest[j] << 24) | (digest[j + 1] << 16) | (digest[j + 2] << 8) | digest[j + 3]
+    p: int = (
+        ((digest[j] & 0xFF) << 24)
+        | ((digest[j + 1] & 0xFF) << 16)
+        | ((digest[j + 2] & 0xFF) << 8)
+        | (digest[j + 3] & 0xFF)
+    )
     if attempt > SKIMPY_LAST_WINDOW:
         p = (p + attempt - SKIMPY_LAST_WINDOW) & MASK32
     if p >= 1 << 31:
@@ -661,6 +666,7 @@ class MapKernels(NamedTuple):
 
     md5_digest: Callable[..., None]
     murmur3_x64_128: Callable[..., tuple[int, int, int, int]]
+    skimpy_slot: Callable[..., int]
     skimpy_put_batch: Callable[..., tuple[int, int, int]]
     skimpy_get_batch: Callable[..., None]
     compact_put_batch: Callable[..., tuple[int, int, int, int]]
@@ -671,6 +677,7 @@ class MapKernels(NamedTuple):
 PYTHON_KERNELS = MapKernels(
     md5_digest,
     murmur3_x64_128,
+    skimpy_slot,
     skimpy_put_batch,
     skimpy_get_batch,
     compact_put_batch,
@@ -700,6 +707,7 @@ def numba_kernels() -> MapKernels:
     return MapKernels(
         jit(md5_digest),
         jit(murmur3_x64_128),
+        jit(skimpy_slot),
         jit(skimpy_put_batch),
         jit(skimpy_get_batch),
         jit(compact_put_batch),

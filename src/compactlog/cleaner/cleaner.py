@@ -240,7 +240,7 @@ class Cleaner:
     # --- 1. the map -------------------------------------------------------------------------
     def build_offset_map(self, log: Log, start: int, end: int, stats: CleanerStats) -> None:
         offset_map = self.offset_map
-        offset_map.clear()
+        offset_map.clear(base_offset=start)  # the compact map stores offsets relative to it
         segs = log.segments()
         dirty = [
             s

@@ -40,13 +40,13 @@ log add about ``n K / 2^b``. With b = 96:
 
 * the default 128 MiB buffer, n = 7,549,747: ``n^2 / 2^97`` = 3.6e-16 per pass, and with
   K = 1e9 keys in the log, ``n K / 2^96`` = 9.5e-14 per pass;
-* n = 1e9 keys in one pass (a 16.6 GiB buffer): ``n^2 / 2^97`` = 6.3e-12 per pass.
+* n = 1e9 keys in one pass (a 16.6 GiB buffer): ``n^2 / 2^97`` = 6.3e-12 per pass, and
+  ``n K / 2^96`` = 1.3e-11 with K = 1e9.
 
-So even a billion-key pass every second for a year (3.2e7 passes) has a chance of about 2e-4
-of a single merged key, far below the rate of undetected memory or disk corruption in that
-time; at the default size it is about 1e-8. A 64-bit hash would not do: 1e9 keys give
-``n^2 / 2^65`` = 2.7%. That is why 96 bits and not 64, and 96 rather than 128 leaves room for
-the 32-bit offset in 16 bytes.
+Even a pass every second for a year (3.2e7 passes) merges two keys with probability about
+3e-6 at the default size and 6e-4 with billion-key passes. A 64-bit hash would not do: one
+billion-key pass alone gives ``n^2 / 2^65`` = 2.7%. Hence 96 bits rather than 64, and 96
+rather than 128 leaves room for the 32-bit offset in 16 bytes.
 
 These numbers assume keys that are not chosen to collide. MurmurHash3 is not a cryptographic
 hash, and producers who can choose keys could search for colliding pairs; Kafka's MD5 is not
@@ -183,7 +183,9 @@ class _Columns:
         self.key_len: Any
         self.offsets: Any
         if compiled:
-            self.data = arr
+            # Always read-only, so numba compiles one specialisation, not one per writability.
+            self.data = arr.view()
+            self.data.flags.writeable = False
             self.key_pos = pos
             self.key_len = lens
             self.offsets = None if offsets is None else np.ascontiguousarray(offsets, np.int64)

@@ -74,6 +74,7 @@ class LogCleaner:
         self._threads: list[threading.Thread] = []
         self._cleaners = [self._new_cleaner(i, threads) for i in range(threads)]
         self._on_demand_lock = threading.Lock()
+        self._last_stats: dict[int, CleanerStats] = {}  # per cleaner thread: its last round
 
     def _new_cleaner(self, thread_id: int, threads: int) -> Cleaner:
         broker = self.store.broker
@@ -131,6 +132,7 @@ class LogCleaner:
             end_offset, stats = cleaner.clean(log, fdo, to_clean.first_uncleanable_offset, now)
             result.end_offset = end_offset
             result.stats = stats
+            self._last_stats[cleaner.thread_id] = stats
             result.summary = summary_message(cleaner.thread_id, log.name, fdo, end_offset, stats)
             logger.info("%s", result.summary)
             pre = self.manager.last_pre_clean_stats
@@ -212,6 +214,23 @@ class LogCleaner:
             self._clean_selected(self._cleaners[0], to_clean, now, result)
             result.uncleanable = self.manager.uncleanable_partitions()
             return result
+
+    # --- gauges ---------------------------------------------------------------------------
+    def gauges(self) -> dict[str, float]:
+        """Kafka's cleaner gauges, by their metric names (spec 4.5, 4.6, 5.11)."""
+        last = list(self._last_stats.values())
+        read = sum(s.bytes_read for s in last)
+        written = sum(s.bytes_written for s in last)
+        dead = sum(1 for t in self._threads if not t.is_alive()) if not self._stop.is_set() else 0
+        return {
+            **self.manager.gauges(),
+            "max-buffer-utilization-percent": max(
+                (100.0 * s.buffer_utilization for s in last), default=0.0
+            ),
+            "cleaner-recopy-percent": 100.0 * written / read if read else 0.0,
+            "max-clean-time-secs": max((s.elapsed_secs() for s in last), default=0.0),
+            "DeadThreadCount": float(dead),
+        }
 
     # --- pause, resume, deleted partitions ---------------------------------------------------
     def abort_and_pause(self, topic: str, partition: int) -> None:

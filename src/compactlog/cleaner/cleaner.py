@@ -220,7 +220,9 @@ class Cleaner:
     ) -> tuple[int, CleanerStats]:
         """One cleaning round of ``[FDO, FUO)``; returns (end offset, stats)."""
         now = self.clock() if now is None else now
-        stats = CleanerStats(start_ms=now)
+        # Durations come from the clock (Kafka's Time); ``now`` only drives decisions, so a
+        # caller that cleans "as of" another time still gets true durations.
+        stats = CleanerStats(start_ms=self.clock())
         self.build_offset_map(log, first_dirty_offset, first_uncleanable_offset, stats)
         end_offset = self.offset_map.latest_offset + 1
         stats.map_complete_ms = self.clock()
@@ -346,7 +348,7 @@ class Cleaner:
             max_offset = -1
             max_ts, offset_of_max_ts = -1, -1
             for b, (position, header) in enumerate(chunk.headers):
-                kept = self._filter_batch(
+                filtered = self._filter_batch(
                     chunk.data,
                     position,
                     header,
@@ -358,13 +360,14 @@ class Cleaner:
                     transactions,
                     stats,
                 )
-                if kept is None:
+                if filtered is None:
                     continue
+                kept, kept_max_offset = filtered
                 out.append(kept)
                 kept_header = read_header(kept)
                 stats.bytes_written += len(kept)
                 stats.messages_written += kept_header.records_count
-                max_offset = max(max_offset, kept_header.last_offset)
+                max_offset = max(max_offset, kept_max_offset)
                 if kept_header.max_timestamp > max_ts:
                     max_ts, offset_of_max_ts = kept_header.max_timestamp, kept_header.last_offset
             if out:
@@ -416,8 +419,10 @@ class Cleaner:
         upper_bound: int,
         transactions: _TransactionState,
         stats: CleanerStats,
-    ) -> bytes | None:
-        """Spec 5.4 for batch ``b`` of the chunk: the bytes to write, or None to drop it."""
+    ) -> tuple[bytes, int] | None:
+        """Spec 5.4 for batch ``b`` of the chunk: the bytes to write and the offset that keys the
+        chunk's index entry (the batch's last offset, or for a rebuilt batch its largest kept
+        record offset, as Kafka's ``filterTo``), or None to drop the batch."""
         first, stop = int(decisions.starts[b]), int(decisions.starts[b + 1])
         horizon = header.delete_horizon_ms
         columns = decisions.columns
@@ -446,15 +451,16 @@ class Cleaner:
                 horizon is None
             )
             if kept == stop - first and not need_horizon:
-                return data[position : position + header.size_in_bytes]  # verbatim
+                return data[position : position + header.size_in_bytes], header.last_offset
             new_horizon = now + delete_retention_ms if need_horizon else horizon
             if header.is_control:
                 indices = list(range(first, stop))
             else:
                 indices = (np.flatnonzero(decisions.keep[first:stop]) + first).tolist()
-            return _rebuild(columns, indices, header, new_horizon)
+            largest = int(columns.offsets[indices[-1]])
+            return _rebuild(columns, indices, header, new_horizon), largest
         if retain_empty:
-            return build_empty_batch(
+            empty = build_empty_batch(
                 base_offset=header.base_offset,
                 last_offset_delta=header.last_offset_delta,
                 max_timestamp=header.max_timestamp,
@@ -466,6 +472,7 @@ class Cleaner:
                 is_transactional=header.is_transactional,
                 is_control=header.is_control,
             )
+            return empty, header.last_offset
         return None
 
 

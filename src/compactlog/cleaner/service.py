@@ -34,7 +34,7 @@ from compactlog.cleaner.stats import (
     summary_message,
 )
 from compactlog.cleaner.throttler import Throttler
-from compactlog.errors import CompactlogError, StorageError
+from compactlog.errors import CompactlogError, PolicyViolationError, StorageError
 from compactlog.storage.store import Store, register_cleaner
 
 logger = logging.getLogger("compactlog.cleaner")
@@ -116,7 +116,8 @@ class LogCleaner:
             self._clean_selected(cleaner, to_clean, now, result)
         self._retention(now, result)
         self.manager.prune_uncleanable()
-        result.uncleanable = self.manager.uncleanable_partitions()
+        # I/O errors are reported but, as in Kafka, do not mark the partition uncleanable.
+        result.uncleanable = {**self.manager.uncleanable_partitions(), **result.uncleanable}
         return result
 
     def _clean_selected(
@@ -183,6 +184,11 @@ class LogCleaner:
         tp = (topic, partition)
         now = self.store.clock() if now is None else now
         log = self.store.log(topic, partition)
+        if not log.config.compact:
+            raise PolicyViolationError(
+                f"{log.name} is not compacted: its cleanup.policy is "
+                f"{','.join(sorted(log.config.cleanup_policy)) or '(empty)'}"
+            )
         result = CleanResult()
         with self._on_demand_lock:
             self.manager.begin_cleaning(tp)
@@ -212,7 +218,7 @@ class LogCleaner:
                 uncleanable_reason=None,
             )
             self._clean_selected(self._cleaners[0], to_clean, now, result)
-            result.uncleanable = self.manager.uncleanable_partitions()
+            result.uncleanable = {**self.manager.uncleanable_partitions(), **result.uncleanable}
             return result
 
     # --- gauges ---------------------------------------------------------------------------

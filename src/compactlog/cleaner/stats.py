@@ -6,6 +6,7 @@ The message is Kafka's, field for field, quirks included: the "Cleaned" line rep
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 MB = 1024.0 * 1024.0
@@ -13,7 +14,7 @@ MB = 1024.0 * 1024.0
 
 @dataclass
 class CleanerStats:
-    """Counters of one round; times are in milliseconds of the cleaner's clock."""
+    """Counters of one round; times are milliseconds of the cleaner's clock (durations only)."""
 
     start_ms: int
     map_complete_ms: int = -1
@@ -37,45 +38,53 @@ class CleanerStats:
         return max(self.map_complete_ms - self.start_ms, 0) / 1000.0
 
 
-def _rate(amount: float, secs: float) -> float:
-    return amount / secs if secs > 0 else 0.0
+def _div(a: float, b: float) -> float:
+    """Java's double division: x/0.0 is Infinity (NaN for 0/0), which Kafka prints as is."""
+    if b == 0:
+        return math.nan if a == 0 else math.copysign(math.inf, a)
+    return a / b
 
 
-def _pct(part: float, whole: float) -> float:
-    return 100.0 * part / whole if whole > 0 else 0.0
+def _f(x: float, grouped: bool = True) -> str:
+    """Java's ``%,.1f`` (or ``%.1f``), including its spelling of infinities and NaN."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return f"{x:,.1f}" if grouped else f"{x:.1f}"
 
 
 def summary_message(
     thread_id: int, log_name: str, first_dirty: int, end_offset: int, stats: CleanerStats
 ) -> str:
-    """Kafka's INFO message after a successful round (it starts with a newline)."""
+    """Kafka's INFO message after a successful round (it starts with a newline).
+
+    Field for field Kafka's format strings: ``%,.1f`` (grouped) for megabytes, seconds of the
+    first line and rates, ``%.1f`` for the other seconds and percentages, ``%,d`` for counts.
+    """
     total = stats.elapsed_secs()
     indexing = stats.elapsed_indexing_secs()
-    cleaning = max(total - indexing, 0.0)
+    cleaning = total - indexing
     read_mb = stats.bytes_read / MB
     map_mb = stats.map_bytes_read / MB
     written_mb = stats.bytes_written / MB
-    size_reduction = (
-        100.0 * (1.0 - _rate(stats.bytes_written, stats.bytes_read)) if stats.bytes_read else 0.0
-    )
-    fewer = (
-        100.0 * (1.0 - _rate(stats.messages_written, stats.messages_read))
-        if stats.messages_read
-        else 0.0
-    )
     return (
         f"\n\tLog cleaner thread {thread_id} cleaned log {log_name} "
         f"(dirty section = [{first_dirty}, {end_offset}])\n"
-        f"\t{read_mb:.1f} MB of log processed in {total:.1f} seconds "
-        f"({_rate(read_mb, total):.1f} MB/sec).\n"
-        f"\tIndexed {map_mb:.1f} MB in {indexing:.1f} seconds "
-        f"({_rate(map_mb, indexing):.1f} Mb/sec, {_pct(indexing, total):.1f}% of total time)\n"
-        f"\tBuffer utilization: {100.0 * stats.buffer_utilization:.1f}%\n"
-        f"\tCleaned {read_mb:.1f} MB in {cleaning:.1f} seconds "
-        f"({_rate(read_mb, cleaning):.1f} Mb/sec, {_pct(cleaning, total):.1f}% of total time)\n"
-        f"\tStart size: {read_mb:.1f} MB ({stats.messages_read:,} messages)\n"
-        f"\tEnd size: {written_mb:.1f} MB ({stats.messages_written:,} messages)\n"
-        f"\t{size_reduction:.1f}% size reduction ({fewer:.1f}% fewer messages)\n"
+        f"\t{_f(read_mb)} MB of log processed in {_f(total)} seconds "
+        f"({_f(_div(stats.bytes_read, total) / MB)} MB/sec).\n"
+        f"\tIndexed {_f(map_mb)} MB in {_f(indexing, False)} seconds "
+        f"({_f(_div(map_mb, indexing))} Mb/sec, {_f(100 * _div(indexing, total), False)}% of "
+        f"total time)\n"
+        f"\tBuffer utilization: {_f(100.0 * stats.buffer_utilization, False)}%\n"
+        f"\tCleaned {_f(read_mb)} MB in {_f(cleaning, False)} seconds "
+        f"({_f(_div(read_mb, cleaning))} Mb/sec, {_f(100 * _div(cleaning, total), False)}% of "
+        f"total time)\n"
+        f"\tStart size: {_f(read_mb)} MB ({stats.messages_read:,} messages)\n"
+        f"\tEnd size: {_f(written_mb)} MB ({stats.messages_written:,} messages)\n"
+        f"\t{_f(100 * (1 - _div(stats.bytes_written, stats.bytes_read)), False)}% size reduction "
+        f"({_f(100 * (1 - _div(stats.messages_written, stats.messages_read)), False)}% fewer "
+        f"messages)\n"
     )
 
 

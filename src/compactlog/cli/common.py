@@ -32,7 +32,7 @@ EXIT_INTERRUPTED = 130
 EXIT_CODES_HELP = """\b
 Exit codes:
   0    success (also when stdout is closed early, as by "| head")
-  1    verify found problems
+  1    verify found problems; clean --until-clean stopped at --max-rounds with dirty data left
   2    bad usage or invalid input (options, topic names, configs, --offset, format strings)
   3    a storage or data error (printed with its Kafka error name)
   4    an internal error (a bug: rerun with --verbose for the traceback)

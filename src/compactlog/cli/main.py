@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from compactlog.cli.clean import clean, cleaner_status_command, explain
 from compactlog.cli.common import (
     EXIT_CODES_HELP,
     EXIT_DATA_ERROR,
@@ -170,6 +171,8 @@ def main(ctx: click.Context, data_dir: str | None, verbose: bool) -> None:
 
 
 for command in (topics, configs, produce, consume, dump_log, log_dirs, verify):
+    main.add_command(command)
+for command in (clean, cleaner_status_command, explain):
     main.add_command(command)
 
 

@@ -6,3 +6,5 @@ cd "$(dirname "$0")/.."
 source scripts/setup-env.sh
 python benchmarks/bench_storage.py --dir bench-data "$@"
 python benchmarks/bench_records.py
+python -m pip install --quiet "rocksdict>=0.3" || echo "rocksdict not installed: the RocksDB comparison is skipped" >&2
+python benchmarks/bench_cleaner.py

@@ -226,10 +226,16 @@ def _warm_up(directory: str) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def child_clean(store_dir: str, dedupe_bytes: int) -> int:
+def child_clean(store_dir: str, dedupe_bytes: int, offset_map: str) -> int:
     """Run in a fresh process: open the store, clean the topic once, print one JSON line."""
     _warm_up(store_dir.rstrip("/") + "-warmup")
-    store = Store.open(store_dir, config={"log.cleaner.dedupe.buffer.size": dedupe_bytes})
+    store = Store.open(
+        store_dir,
+        config={
+            "log.cleaner.dedupe.buffer.size": dedupe_bytes,
+            "compactlog.cleaner.offset.map": offset_map,
+        },
+    )
     rss_before = _proc_status_bytes("VmRSS")
     peak_before = _proc_status_bytes("VmHWM")  # imports, warm-up and opening
     reset = peak_before > 0 and _reset_peak_rss()
@@ -252,6 +258,7 @@ def child_clean(store_dir: str, dedupe_bytes: int) -> int:
     print(
         json.dumps(
             {
+                "offset_map": offset_map,
                 "seconds": seconds,
                 "cpu_seconds": cpu,
                 "index_seconds": stats.elapsed_indexing_secs(),
@@ -277,9 +284,16 @@ def child_clean(store_dir: str, dedupe_bytes: int) -> int:
     return 0
 
 
-def clean_in_subprocess(store_dir: str, dedupe_bytes: int) -> dict[str, Any]:
+def clean_in_subprocess(store_dir: str, dedupe_bytes: int, offset_map: str) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "--child-clean", store_dir, str(dedupe_bytes)],
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--child-clean",
+            store_dir,
+            str(dedupe_bytes),
+            offset_map,
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -303,12 +317,14 @@ class CleaningRun:
     bound: dict[str, Any]
 
 
-def run_cleaning(store_dir: str, updates: Updates, args: argparse.Namespace) -> CleaningRun:
+def run_cleaning(
+    store_dir: str, updates: Updates, args: argparse.Namespace, offset_map: str
+) -> CleaningRun:
     built = build_log(store_dir, updates, args.segment_mib * MIB)
     # The bound's reads: the dirty section (everything rolled: never cleaned) and the whole log.
     read_dirty, dirty_bytes = read_files_seconds(built.segment_paths)
     read_log, log_bytes = read_files_seconds(built.segment_paths)
-    clean = clean_in_subprocess(store_dir, args.dedupe_mib * MIB)
+    clean = clean_in_subprocess(store_dir, args.dedupe_mib * MIB, offset_map)
     # The bound's write, right after the cleaning: the kept bytes, one file per cleaned group.
     write_kept = write_files_seconds(store_dir, clean["bytes_written"], clean["groups"])
     bound = {
@@ -336,6 +352,7 @@ def emit_cleaning(
         "what": "one Store.clean_log of the whole rolled log in a fresh process; MB/s = bytes "
         "the cleaner read to rewrite the log / wall seconds of the cleaning (map pass included)",
         "order": updates.order,
+        "offset_map": c["offset_map"],
         "records": updates.count,
         "keys": n_keys,
         "versions_per_key": args.versions,
@@ -532,10 +549,16 @@ def main() -> int:
         "--order", choices=("shuffled", "rounds", "both"), default="both", help="update order"
     )
     parser.add_argument("--no-rocksdb", action="store_true", help="skip the RocksDB comparison")
-    parser.add_argument("--child-clean", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--maps",
+        choices=["kafka", "compact", "both"],
+        default="both",
+        help="offset map of the cleanings (compactlog.cleaner.offset.map); default both",
+    )
+    parser.add_argument("--child-clean", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_clean:
-        return child_clean(args.child_clean[0], int(args.child_clean[1]))
+        return child_clean(args.child_clean[0], int(args.child_clean[1]), args.child_clean[2])
 
     work = os.path.abspath(os.path.join(args.dir, "cleaner"))
     os.makedirs(work, exist_ok=True)
@@ -552,12 +575,14 @@ def main() -> int:
     n_keys = int(args.gib * 2**30 / 1024) // args.versions
     bench_keys_per_mib(n_keys)
 
-    for order in orders:
+    maps = ["kafka", "compact"] if args.maps == "both" else [args.maps]
+    jobs = [(order, offset_map) for offset_map in maps for order in orders]
+    for order, offset_map in jobs:
         updates = make_updates(n_keys, args.versions, order, 1024, seed=1)
         store_dir = os.path.join(work, f"store-1KiB-{order}")
-        run = run_cleaning(store_dir, updates, args)
+        run = run_cleaning(store_dir, updates, args, offset_map)
         emit_cleaning("clean_1KiB_records", run, updates, n_keys, args)
-        if order == orders[0] and not args.no_rocksdb:
+        if (order, offset_map) == jobs[0] and not args.no_rocksdb:
             usage = disk_usage(store_dir)
             compactlog_side = {
                 "append_seconds": _r(run.built.append_seconds),
@@ -574,10 +599,10 @@ def main() -> int:
         shutil.rmtree(store_dir, ignore_errors=True)
 
     small_keys = args.records // args.versions
-    for order in orders:
+    for order, offset_map in jobs:
         updates = make_updates(small_keys, args.versions, order, 100, seed=2)
         store_dir = os.path.join(work, f"store-100B-{order}")
-        run = run_cleaning(store_dir, updates, args)
+        run = run_cleaning(store_dir, updates, args, offset_map)
         emit_cleaning("clean_100B_records_per_s", run, updates, small_keys, args)
         shutil.rmtree(store_dir, ignore_errors=True)
 

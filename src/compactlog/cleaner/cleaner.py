@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from compactlog.cleaner._rebuild_kernel import rebuild
 from compactlog.cleaner.offset_map import OffsetMap
 from compactlog.cleaner.stats import CleanerStats
 from compactlog.cleaner.throttler import Throttler
@@ -47,6 +48,7 @@ from compactlog.errors import CompactlogError, CorruptRecordError
 from compactlog.records import (
     LOG_OVERHEAD,
     BatchHeader,
+    Compression,
     ControlRecordType,
     RecordColumns,
     TimestampType,
@@ -55,6 +57,7 @@ from compactlog.records import (
     decode_columns,
     read_header,
 )
+from compactlog.records.batch import DELETE_HORIZON_FLAG_MASK, RECORD_BATCH_OVERHEAD, pack_batch
 from compactlog.records.control import decode_control_key
 from compactlog.storage.log import Log
 from compactlog.storage.segment import LogSegment
@@ -71,10 +74,16 @@ class CleaningAbortedError(CompactlogError):
 @dataclass(frozen=True)
 class CleanerBuffers:
     """Read-buffer sizes: ``log.cleaner.io.buffer.size / threads / 2``, grown on demand up to
-    the largest batch allowed (``max(message.max.bytes, the batch's own size)``)."""
+    the largest batch allowed (``max(message.max.bytes, the batch's own size)``).
+
+    The copy phase reads with Kafka's buffer size because each read becomes one append to the
+    cleaned segment, and appends decide its index entries. The map phase writes nothing, so it
+    reads ``map_read_size`` at a time: fewer, larger decodes.
+    """
 
     read_buffer_size: int = 262_144
     max_buffer_size: int = 1_048_588
+    map_read_size: int = 4 << 20
 
 
 @dataclass
@@ -266,7 +275,11 @@ class Cleaner:
         """
         offset_map = self.offset_map
         _, position = segment.offset_index.lookup(start)
-        for chunk in read_chunks(segment, position, self.buffers):
+        map_buffers = CleanerBuffers(
+            self.buffers.map_read_size,
+            max(self.buffers.max_buffer_size, self.buffers.map_read_size),
+        )
+        for chunk in read_chunks(segment, position, map_buffers):
             self.check_abort(log)
             stats.map_bytes_read += len(chunk.data)
             self.throttler.maybe_throttle(len(chunk.data))
@@ -458,6 +471,17 @@ class Cleaner:
             else:
                 indices = (np.flatnonzero(decisions.keep[first:stop]) + first).tolist()
             largest = int(columns.offsets[indices[-1]])
+            if header.compression == Compression.NONE and not header.is_control:
+                fast = _rebuild_uncompressed(
+                    data,
+                    position,
+                    header,
+                    decisions.keep[first:stop],
+                    columns.timestamps[first:stop],
+                    new_horizon,
+                )
+                if fast is not None:
+                    return fast, largest
             return _rebuild(columns, indices, header, new_horizon), largest
         if retain_empty:
             empty = build_empty_batch(
@@ -486,6 +510,58 @@ class _ChunkDecisions:
     kept: np.ndarray
     kept_tombstones: np.ndarray
     keyless: np.ndarray
+
+
+# Timestamps this far from zero could overflow the compiled kernel's 64-bit zig-zag arithmetic;
+# such batches (never seen in practice) take the record-by-record path.
+_SAFE_TIMESTAMP = 2**61
+
+
+def _rebuild_uncompressed(
+    data: bytes,
+    position: int,
+    header: BatchHeader,
+    keep: np.ndarray,
+    timestamps: np.ndarray,
+    horizon: int | None,
+) -> bytes | None:
+    """:func:`_rebuild` for an uncompressed data batch, by copying the kept records' bytes
+    (only the timestamp delta and the length are re-encoded); identical output."""
+    kept_ts = timestamps[keep]
+    if (
+        len(kept_ts) == 0
+        or max(abs(int(kept_ts.min())), abs(int(kept_ts.max()))) >= _SAFE_TIMESTAMP
+    ):
+        return None
+    log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
+    new_base = horizon if horizon is not None else int(kept_ts[0])
+    if abs(new_base) >= _SAFE_TIMESTAMP or abs(header.base_timestamp) >= _SAFE_TIMESTAMP:
+        return None
+    section = rebuild(
+        data,
+        position + RECORD_BATCH_OVERHEAD,
+        position + header.size_in_bytes,
+        keep,
+        old_base_ts=header.base_timestamp,
+        fixed_ts=header.max_timestamp if log_append else None,
+        new_base_ts=new_base,
+    )
+    attributes = header.attributes & ~DELETE_HORIZON_FLAG_MASK
+    if horizon is not None:
+        attributes |= DELETE_HORIZON_FLAG_MASK
+    return pack_batch(
+        section,
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=new_base,
+        max_timestamp=header.max_timestamp if log_append else int(kept_ts.max()),
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        records_count=len(kept_ts),
+    )
 
 
 def _rebuild(

@@ -243,8 +243,13 @@ class _HashOffsetMap:
         self._latest = offset
 
     def clear(self, base_offset: int | None = None) -> None:
-        """Empty the map (zeroing the table, as Kafka does); latest offset -1."""
-        self._table.fill(0)
+        """Empty the map; latest offset -1.
+
+        Kafka zeroes its whole buffer every round. A fresh zeroed allocation is the same map but
+        costs nothing up front: the OS maps zero pages lazily, so a round pays only for the
+        pages its keys touch (a 128 MiB fill took 0.12 s, even for a round of a few keys).
+        """
+        self._table = np.zeros(self._table.shape, self._table.dtype)  # calloc: lazy zero pages
         self._size = 0
         self._latest = -1
 

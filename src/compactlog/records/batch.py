@@ -507,7 +507,7 @@ def _attributes(
     return attrs
 
 
-def _pack_batch(
+def pack_batch(
     section: bytes,
     *,
     base_offset: int,
@@ -521,6 +521,7 @@ def _pack_batch(
     base_sequence: int,
     records_count: int,
 ) -> bytes:
+    """A whole batch from an already encoded records section: header fields and CRC-32C."""
     try:
         tail = _TAIL_STRUCT.pack(
             attributes,
@@ -606,7 +607,7 @@ def build_batch(
     section = _encode_records(records, ts_deltas, offset_deltas)
     if compression != Compression.NONE:
         section = compress(compression, section, compression_level)
-    return _pack_batch(
+    return pack_batch(
         section,
         base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,
@@ -645,7 +646,7 @@ def build_empty_batch(
     The cleaner writes one when it removes every record of a batch whose producer state must
     be kept (last batch of a producer, or a retained transaction marker position).
     """
-    return _pack_batch(
+    return pack_batch(
         b"",
         base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,

@@ -223,10 +223,12 @@ def _open_segments(
 def _check_last_index_entry(segment: LogSegment) -> None:
     """The last entries must be real.
 
-    Kafka indexes an append by its largest offset at the position where the append starts, so
-    for the offset index the batch at the entry's position must start at or before the entry's
-    offset, and a batch from there on must end exactly at it. For the time index, the batch
-    ending at the entry's offset must carry the entry's timestamp as its max timestamp.
+    Kafka keys an append's entry by its largest offset at the position where the append
+    starts. That offset is a batch's last offset, or, in a segment the cleaner wrote, the
+    largest kept record offset of a rebuilt batch (inside that batch's range). So the batch at
+    the entry's position must start at or before the entry's offset, and some batch from there
+    on must hold the offset within its [base, last] range. For the time index, the batch ending
+    at the entry's offset must carry the entry's timestamp as its max timestamp.
     """
     _check_last_time_entry(segment)
     if segment.offset_index.entries() == 0:
@@ -234,19 +236,18 @@ def _check_last_index_entry(segment: LogSegment) -> None:
     offset, position = segment.offset_index.last_entry()
     try:
         for batch in segment.batches(position):
-            if batch.position == position and batch.header.base_offset > offset:
+            header = batch.header
+            if header.base_offset > offset:
                 break
-            if batch.header.last_offset >= offset:
-                if batch.header.last_offset == offset:
-                    return
-                break
+            if header.last_offset >= offset:
+                return
     except CompactlogError as exc:
         raise CorruptIndexError(
             f"{segment.offset_index.path}: last entry unreadable: {exc}"
         ) from exc
     raise CorruptIndexError(
         f"{segment.offset_index.path}: last entry ({offset}, {position}) does not point at the "
-        f"start of an append ending at offset {offset}"
+        f"start of an append holding offset {offset}"
     )
 
 

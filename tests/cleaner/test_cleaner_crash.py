@@ -338,19 +338,7 @@ def check_restart(data: Path, clock: ManualClock, ref: Reference, k: int) -> lis
     "superseded_tail",
     [
         pytest.param(False, id="every-group-ends-with-its-last-segment"),
-        pytest.param(
-            True,
-            id="group-tail-segment-compacted-away",
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=MixedGroupError,
-                reason="bug (spec 1.5 step 3 / 5.9, as in Kafka): the loader deletes only the "
-                "originals whose base offset is below the .swap segment's next offset; when the "
-                "last segments of a group are compacted away entirely, a crash after all .swap "
-                "renames but before those originals are renamed .deleted brings them back next "
-                "to the new segment: the group is neither pre- nor post-clean",
-            ),
-        ),
+        pytest.param(True, id="group-tail-segment-compacted-away"),
     ],
 )
 def test_r9_crash_at_every_mutating_call_of_a_clean(work_dir: Path, superseded_tail: bool) -> None:

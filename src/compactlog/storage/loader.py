@@ -10,7 +10,9 @@ Theory of operation, in the order the steps run:
    ``[min base, max next offset)``; every regular file whose name offset falls in that range is
    an original the swap replaces and is removed, then the ``.swap`` suffix is dropped. A crash at
    any point of the cleaner's swap therefore ends either before it (originals kept) or after it
-   (the cleaned segments kept), never with both or neither.
+   (the cleaned segments kept), never with both or neither. Beyond Kafka, a ``<base>.swaprange``
+   file written before the swap widens that range to the whole group it replaces, so originals
+   whose records were all compacted away (beyond the new segment's last offset) go too.
 3. **Segments.** Index files without a ``.log`` are orphans and removed. Each ``.log`` is opened.
    A missing or damaged index (checked by :meth:`OffsetIndex.check`/:meth:`TimeIndex.check`: a
    length that is not whole entries, entries out of order or past the log) is rebuilt from the
@@ -28,6 +30,7 @@ Theory of operation, in the order the steps run:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -45,6 +48,7 @@ from compactlog.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SNAPSHOT_SUFFIX,
+    SWAP_RANGE_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
@@ -84,9 +88,19 @@ def _remove_temporaries_and_complete_swaps(
     names = fs.listdir(directory)
     cleaned: list[str] = []
     swaps: list[str] = []
+    ranges: dict[int, int] = {}  # swap base offset -> end of the range it replaces
     for name in names:
         path = os.path.join(directory, name)
         if not _starts_with_offset(name):
+            continue
+        if name.endswith(SWAP_RANGE_SUFFIX + ".tmp"):
+            fs.remove(path)  # a range file whose atomic write never finished
+            continue
+        if name.endswith(SWAP_RANGE_SUFFIX):
+            # Written atomically, so it is whole or absent; garbage is ignored.
+            with contextlib.suppress(ValueError, UnicodeDecodeError):
+                ranges[offset_from_filename(name)] = int(fs.read_file(path).decode().strip())
+            fs.remove(path)
             continue
         if name.endswith(DELETED_SUFFIX):
             fs.remove(path)
@@ -129,7 +143,7 @@ def _remove_temporaries_and_complete_swaps(
         finally:
             segment.close_handles()
         min_swap = min(min_swap, base)
-        max_swap = max(max_swap, next_offset)
+        max_swap = max(max_swap, next_offset, ranges.get(base, -1))
     for name in fs.listdir(directory):
         if not _starts_with_offset(name) or name.endswith(SWAP_SUFFIX):
             continue

@@ -39,10 +39,11 @@ from compactlog.errors import (
 from compactlog.records import RecordBatch
 from compactlog.storage.config import LogConfig
 from compactlog.storage.file_records import FileBatch
-from compactlog.storage.fs import FileSystem
+from compactlog.storage.fs import FileSystem, write_file_atomically
 from compactlog.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
+    SWAP_RANGE_SUFFIX,
     SWAP_SUFFIX,
     LogSegment,
     SegmentSettings,
@@ -416,10 +417,26 @@ class Log:
         4. ``new``'s files are renamed ``.swap`` -> final names and the directory is fsynced.
 
         Old segments stay readable by readers that already hold them until ``file.delete.delay.ms``.
+
+        Beyond Kafka: before step 1, the replaced offset range is written to
+        ``<base>.swaprange`` (atomically) and removed after step 4. Kafka's loader infers the
+        range from the ``.swap`` segment's own offsets, which falls short when the group's last
+        segments were compacted away entirely: after a crash between steps 1 and 3 those
+        originals would come back next to the new segment. With the range file the loader
+        removes them too.
         """
         with self.lock:
             self._check_open()
             present = [s for s in old if any(s is t for t in self._segments)]
+            range_path = os.path.join(self.dir, f"{new.base_offset:020d}{SWAP_RANGE_SUFFIX}")
+            if present:
+                i = next(i for i, s in enumerate(self._segments) if s is present[-1])
+                end = (
+                    self._segments[i + 1].base_offset
+                    if i + 1 < len(self._segments)
+                    else present[-1].read_next_offset()
+                )
+                write_file_atomically(self.fs, range_path, f"{end}\n".encode())
             new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
             self.fs.sync_dir(self.dir)
             if present:
@@ -436,7 +453,8 @@ class Log:
                 self._pending_deletions.append(PendingDeletion(segment, now + delay))
             new.change_suffix(SWAP_SUFFIX, "")
             self.fs.sync_dir(self.dir)
-            self._dir_needs_sync = False
+            self.fs.remove(range_path)
+            self._dir_needs_sync = True
 
     # --- retention and deletion ---------------------------------------------------------
     def delete_records(self, before_offset: int) -> int:

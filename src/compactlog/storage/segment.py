@@ -32,6 +32,8 @@ SNAPSHOT_SUFFIX = ".snapshot"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
+# compactlog's own, transient: the offset range a swap replaces (see Log.replace_segments).
+SWAP_RANGE_SUFFIX = ".swaprange"
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
 

@@ -335,6 +335,7 @@ class Cleaner:
                 stats.segments_read += 1
             cleaned.on_become_inactive()
             cleaned.flush()
+            cleaned.release_index_handles()
             cleaned.set_last_modified_ms(group[-1].last_modified_ms())
         except BaseException:
             cleaned.delete_files()

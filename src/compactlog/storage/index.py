@@ -52,6 +52,7 @@ class _Index:
         self.max_entries = max_index_size // self.entry_size
         self._file: FileHandle | None = None
         self._file_length = 0
+        self._unsynced = False  # written since the last fsync (even if the handle is closed)
 
     # --- file handling -------------------------------------------------------------------
     def _handle(self) -> FileHandle:
@@ -70,6 +71,7 @@ class _Index:
         handle = self._handle()
         handle.write_at(position, data)
         self._file_length = max(self._file_length, position + len(data))
+        self._unsynced = True
 
     def preallocate(self) -> None:
         """Extend the file to its maximum size, as Kafka does for an active segment's index."""
@@ -78,6 +80,7 @@ class _Index:
         if self._file_length != target:
             handle.truncate(target)
             self._file_length = target
+            self._unsynced = True
 
     def trim(self) -> None:
         """Cut the file to exactly its entries (on roll, close and after recovery)."""
@@ -86,10 +89,21 @@ class _Index:
         if self._file_length != target:
             handle.truncate(target)
             self._file_length = target
+            self._unsynced = True
 
     def flush(self) -> None:
+        """fsync what was written, reopening the file if its handle was already released."""
+        if not self._unsynced:
+            return
         if self._file is not None:
             self._file.sync()
+        else:
+            handle = self.fs.open(self.path)
+            try:
+                handle.sync()
+            finally:
+                handle.close()
+        self._unsynced = False
 
     def close(self) -> None:
         if self._file is not None:

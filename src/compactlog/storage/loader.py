@@ -340,6 +340,7 @@ def load_log(
     recovered_point = next_offset if had_clean_shutdown else min(recovery, next_offset)
     for segment in segments[:-1]:
         segment.on_become_inactive()
+        segment.release_index_handles()
     segments[-1].make_active()
     log = Log(
         fs,

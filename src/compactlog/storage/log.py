@@ -248,6 +248,7 @@ class Log:
                     f"{active.base_offset}"
                 )
             active.on_become_inactive()
+            active.release_index_handles()
             segment = self._new_segment(new_offset)
             self._segments.append(segment)
             segment.make_active()
@@ -450,6 +451,7 @@ class Log:
             now = self.clock()
             for segment in present:
                 segment.change_suffix("", DELETED_SUFFIX)
+                segment.release_index_handles()
                 self._pending_deletions.append(PendingDeletion(segment, now + delay))
             new.change_suffix(SWAP_SUFFIX, "")
             self.fs.sync_dir(self.dir)
@@ -503,6 +505,7 @@ class Log:
         for segment in deletable:
             self._segments.remove(segment)
             segment.change_suffix("", DELETED_SUFFIX)
+            segment.release_index_handles()
             self._pending_deletions.append(
                 PendingDeletion(segment, now + self._config.file_delete_delay_ms)
             )

@@ -307,6 +307,15 @@ class LogSegment:
         if self._log.size() != self._size:
             self._log.truncate(self._size)
 
+    def release_index_handles(self) -> None:
+        """Close the index files of a segment that no longer receives appends.
+
+        Their entries live in memory, so only writes need the files; like Kafka (which maps its
+        indexes and closes the files), an inactive segment then holds one descriptor, its log.
+        """
+        self.offset_index.close()
+        self.time_index.close()
+
     def make_active(self) -> None:
         """Re-expand the indexes of the segment that receives appends (Kafka does after load)."""
         self.offset_index.preallocate()

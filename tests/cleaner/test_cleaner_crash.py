@@ -35,7 +35,8 @@ left, offsets strictly increase, every record is one that was written at that of
 key's last acknowledged value (or a later write) is there, a deleted key is absent only if its
 tombstone was its last write, and two further cleans reach a fixpoint. CI tier: the spec's 200
 kill points (about a minute on the 2-core machine; the soak's 2,000 is ``R9_KILLS=2000``). The
-test reports how many kills landed while a clean was mid-swap. Power loss is not covered: :class:`FaultInjectingFileSystem` does not simulate it.
+test reports how many kills landed while a clean was mid-swap. Power loss is not covered:
+:class:`FaultInjectingFileSystem` does not simulate it.
 """
 
 from __future__ import annotations

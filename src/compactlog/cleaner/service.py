@@ -35,6 +35,7 @@ from compactlog.cleaner.stats import (
 )
 from compactlog.cleaner.throttler import Throttler
 from compactlog.errors import CompactlogError, PolicyViolationError, StorageError
+from compactlog.storage.log import Log
 from compactlog.storage.store import Store, register_cleaner
 
 logger = logging.getLogger("compactlog.cleaner")
@@ -95,12 +96,12 @@ class LogCleaner:
         )
 
     # --- abort checks ---------------------------------------------------------------------
-    def _check_abort(self, log: object) -> None:
-        name = getattr(log, "topic", None), getattr(log, "partition", None)
+    def _check_abort(self, log: Log) -> None:
+        """Called by the cleaner before every chunk: stop at shutdown or when aborted."""
         if self._stop.is_set():
             raise CleaningAbortedError("the cleaner is shutting down")
-        if name[0] is not None and self.manager.is_aborted((str(name[0]), int(name[1] or 0))):
-            raise CleaningAbortedError(f"cleaning of {name[0]}-{name[1]} was aborted")
+        if self.manager.is_aborted((log.topic, log.partition)):
+            raise CleaningAbortedError(f"cleaning of {log.name} was aborted")
 
     # --- one iteration --------------------------------------------------------------------
     def clean(self, now: int | None = None) -> CleanResult:

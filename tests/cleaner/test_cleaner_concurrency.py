@@ -318,3 +318,65 @@ def test_store_closed_mid_clean_reopens_consistent(tmp_path: Path) -> None:
         # and the cleaning can be finished later
         again.clean_log(TOPIC, 0)
         check_against_model(records(again), appended)
+
+
+def test_on_demand_cleaning_alongside_background_threads(tmp_path: Path) -> None:
+    """Store.clean() from application threads while the cleaner threads run: each cleaner (and
+    its offset map) serves one thread at a time, so no round corrupts another."""
+    store = Store.open(
+        tmp_path / "data",
+        config={"log.cleaner.backoff.ms": 1, "log.cleaner.threads": 2},
+        background=True,
+    )
+    try:
+        topics = [f"t{i}" for i in range(6)]
+        for topic in topics:
+            store.create_topic(
+                topic,
+                1,
+                {
+                    "cleanup.policy": "compact",
+                    "segment.bytes": 16384,
+                    "min.cleanable.dirty.ratio": 0.01,
+                },
+            )
+        latest: dict[tuple[str, bytes], bytes] = {}
+        failures: list[str] = []
+        stop = threading.Event()
+
+        def on_demand() -> None:
+            while not stop.is_set():
+                try:
+                    result = store.clean()
+                    if result.uncleanable:
+                        failures.append(f"uncleanable: {result.uncleanable}")
+                except Exception as exc:
+                    failures.append(f"{type(exc).__name__}: {exc}")
+
+        callers = [threading.Thread(target=on_demand) for _ in range(3)]
+        for t in callers:
+            t.start()
+        rng = random.Random(7)
+        for i in range(3000):
+            topic = rng.choice(topics)
+            batch = []
+            for j in range(10):
+                key = b"k%03d" % rng.randint(1, 300)
+                value = b"%s:%d:%d" % (key, i, j)
+                batch.append((key, value))
+                latest[(topic, key)] = value
+            store.append(topic, 0, batch)
+            if i % 20 == 19:
+                store.roll(topic, 0)
+        stop.set()
+        for t in callers:
+            t.join()
+        assert failures == []
+        assert store.cleaner.manager.uncleanable_partitions() == {}
+        for topic in topics:
+            read = {r.key: r.value for r in store.read(topic, 0)}
+            for (t, key), value in latest.items():
+                if t == topic:
+                    assert read[key] == value, (topic, key)
+    finally:
+        store.close()

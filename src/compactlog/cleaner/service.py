@@ -74,7 +74,9 @@ class LogCleaner:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._cleaners = [self._new_cleaner(i, threads) for i in range(threads)]
-        self._on_demand_lock = threading.Lock()
+        # One lock per cleaner, held for a whole iteration: a cleaner (and its offset map)
+        # serves one thread at a time, whether a background thread or an on-demand call.
+        self._cleaner_locks = {c.thread_id: threading.Lock() for c in self._cleaners}
         self._last_stats: dict[int, CleanerStats] = {}  # per cleaner thread: its last round
 
     def _new_cleaner(self, thread_id: int, threads: int) -> Cleaner:
@@ -105,11 +107,15 @@ class LogCleaner:
 
     # --- one iteration --------------------------------------------------------------------
     def clean(self, now: int | None = None) -> CleanResult:
-        """One iteration on the caller's thread (cleaning on demand)."""
-        with self._on_demand_lock:
-            return self._iteration(self._cleaners[0], now)
+        """One iteration on the caller's thread (cleaning on demand), with cleaner 0 (waiting
+        for background thread 0 to finish its iteration if it is in one)."""
+        return self._iteration(self._cleaners[0], now)
 
     def _iteration(self, cleaner: Cleaner, now: int | None) -> CleanResult:
+        with self._cleaner_locks[cleaner.thread_id]:
+            return self._unlocked_iteration(cleaner, now)
+
+    def _unlocked_iteration(self, cleaner: Cleaner, now: int | None) -> CleanResult:
         now = self.store.clock() if now is None else now
         result = CleanResult()
         to_clean = self.manager.grab_filthiest_compacted_log(now)
@@ -191,7 +197,7 @@ class LogCleaner:
                 f"{','.join(sorted(log.config.cleanup_policy)) or '(empty)'}"
             )
         result = CleanResult()
-        with self._on_demand_lock:
+        with self._cleaner_locks[self._cleaners[0].thread_id]:
             self.manager.begin_cleaning(tp)
             checkpoint = self.manager.checkpoints().get(tp)
             try:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from compactlog.errors import CompactlogError, CorruptRecordError
-from compactlog.records import BatchHeader, is_crc_valid
+from compactlog.records import is_crc_valid
 from compactlog.storage.file_records import FileBatch, iter_file_batches
 from compactlog.storage.fs import FileHandle, FileSystem
 from compactlog.storage.index import OffsetIndex, TimeIndex
@@ -115,10 +115,6 @@ class LogSegment:
     def size(self) -> int:
         """Bytes of data in the ``.log`` file (excluding pre-allocated space)."""
         return self._size
-
-    def set_size_after_load(self, size: int) -> None:
-        """A pre-allocated file's real data length is only known once its batches are walked."""
-        self._size = size
 
     @property
     def log(self) -> FileHandle:
@@ -289,13 +285,6 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         return truncated
 
-    def truncate_to_position(self, position: int, next_offset: int) -> None:
-        self._log.truncate(position)
-        self._size = position
-        self.offset_index.truncate_to(next_offset)
-        self.time_index.truncate_to(next_offset)
-        self._next_offset = next_offset
-
     # --- life cycle ---------------------------------------------------------------------
     def on_become_inactive(self) -> None:
         """Final time-index entry and trimmed files, as when Kafka rolls past a segment."""
@@ -375,8 +364,3 @@ def draw_roll_jitter(segment_jitter_ms: int, segment_ms: int, rng: random.Random
     if segment_jitter_ms <= 0:
         return 0
     return abs(rng.randint(-(2**31), 2**31 - 1)) % min(segment_jitter_ms, segment_ms)
-
-
-def header_fields(header: BatchHeader) -> tuple[int, int]:
-    """(last offset, max timestamp) of a batch header."""
-    return header.last_offset, header.max_timestamp

@@ -83,7 +83,7 @@ class RecordColumns:
     def __init__(
         self,
         *,
-        data: bytes,
+        data: bytes | memoryview,
         offsets: Int64Array,
         timestamps: Int64Array,
         key_pos: Int64Array,
@@ -158,14 +158,14 @@ class RecordColumns:
         if n < 0:
             return None
         p = int(self.key_pos[i])
-        return self.data[p : p + n]
+        return bytes(self.data[p : p + n])
 
     def value(self, i: int) -> bytes | None:
         n = int(self.value_len[i])
         if n < 0:
             return None
         p = int(self.value_pos[i])
-        return self.data[p : p + n]
+        return bytes(self.data[p : p + n])
 
     def headers(self, i: int) -> tuple[Header, ...]:
         count = int(self.headers_count[i])
@@ -177,13 +177,13 @@ class RecordColumns:
         # Already validated by the kernel: lengths fit and keys are UTF-8.
         for _ in range(count):
             key_len, pos = decode_varint(data, pos)
-            name = data[pos : pos + key_len].decode("utf-8")
+            name = bytes(data[pos : pos + key_len]).decode("utf-8")
             pos += key_len
             value_len, pos = decode_varint(data, pos)
             if value_len < 0:
                 out.append((name, None))
             else:
-                out.append((name, data[pos : pos + value_len]))
+                out.append((name, bytes(data[pos : pos + value_len])))
                 pos += value_len
         return tuple(out)
 
@@ -192,7 +192,8 @@ class RecordColumns:
         # A null (length -1) gives an empty slice here, then None below.
         starts = pos.tolist()
         ends = (pos + length).tolist()
-        out: list[bytes | None] = list(map(self.data.__getitem__, map(slice, starts, ends)))
+        data = self.data if isinstance(self.data, bytes) else bytes(self.data)
+        out: list[bytes | None] = list(map(data.__getitem__, map(slice, starts, ends)))
         nulls = length < 0
         if nulls.any():
             for i in np.flatnonzero(nulls).tolist():
@@ -301,7 +302,8 @@ def decode_columns(
     walk, compiled = _select_kernel(kernel)
     if max_decompressed is not None and max_decompressed < 0:
         raise ValueError(f"max_decompressed must be >= 0, not {max_decompressed}")
-    source = buf if isinstance(buf, bytes) else bytes(buf)
+    # bytes and read-only byte views (a memory-mapped segment) are decoded in place.
+    source = buf if isinstance(buf, bytes | memoryview) and _is_flat(buf) else bytes(buf)
     try:
         return _decode(source, walk, compiled, verify_crc, max_decompressed)
     except (struct.error, IndexError, ValueError, OverflowError) as exc:
@@ -310,8 +312,12 @@ def decode_columns(
         raise CorruptRecordError(f"malformed record batch data: {exc!r}") from exc
 
 
+def _is_flat(buf: bytes | memoryview) -> bool:
+    return isinstance(buf, bytes) or (buf.format in ("B", "b", "c") and buf.contiguous)
+
+
 def _decode(
-    source: bytes,
+    source: bytes | memoryview,
     walk: Callable[..., int],
     compiled: bool,
     verify_crc: bool,

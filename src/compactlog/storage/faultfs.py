@@ -414,6 +414,10 @@ class FaultInjectingFileHandle:
         self._fs._check_alive()
         return self._inner.readinto_at(position, buffer)
 
+    def map_read(self, size: int) -> memoryview:
+        self._fs._check_alive()
+        return self._inner.map_read(size)
+
     def write_at(self, position: int, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data)
         self._fs._mutate(

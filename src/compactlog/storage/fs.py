@@ -17,6 +17,7 @@ An ``OSError`` from the operating system is wrapped in :class:`~compactlog.error
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 from typing import Protocol
 
@@ -35,6 +36,15 @@ class FileHandle(Protocol):
 
     def readinto_at(self, position: int, buffer: bytearray | memoryview) -> int:
         """Fill ``buffer`` from ``position``; returns the byte count read (short at EOF)."""
+        ...
+
+    def map_read(self, size: int) -> memoryview:
+        """A read-only memory map of the file's first ``size`` bytes (empty for 0).
+
+        For bulk readers (the cleaner) that hand the bytes to compiled loops without copying
+        them. The caller must not map past the end of the file, and the file must not shrink
+        below ``size`` while the view is alive (reading a page past the end raises SIGBUS).
+        """
         ...
 
     def write_at(self, position: int, data: bytes | bytearray | memoryview) -> None: ...
@@ -126,6 +136,22 @@ class OsFileHandle:
             return os.preadv(self._fd, [buffer], position)
         except OSError as exc:
             raise _storage_error("read", self._path, exc) from exc
+
+    def map_read(self, size: int) -> memoryview:
+        if size <= 0:
+            return memoryview(b"")
+        try:
+            actual = os.fstat(self._fd).st_size
+            if actual < size:  # mapping past the end would fault (SIGBUS) on first touch
+                raise StorageError(
+                    f"mmap {self._path!r} failed: the file has {actual} bytes, not {size}"
+                )
+            mapped = mmap.mmap(self._fd, size, prot=mmap.PROT_READ)
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, OSError):
+                raise _storage_error("mmap", self._path, exc) from exc
+            raise StorageError(f"mmap {self._path!r} failed: {exc}") from exc
+        return memoryview(mapped)
 
     def write_at(self, position: int, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data)

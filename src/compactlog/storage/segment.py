@@ -24,6 +24,9 @@ from compactlog.storage.file_records import FileBatch, iter_file_batches
 from compactlog.storage.fs import FileHandle, FileSystem
 from compactlog.storage.index import OffsetIndex, TimeIndex
 
+# (largest offset, largest timestamp, offset of the largest timestamp, byte length)
+AppendPiece = tuple[int, int, int, int]
+
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
@@ -196,6 +199,35 @@ class LogSegment:
         self.bytes_since_last_index_entry += len(data)
         self._next_offset = largest_offset + 1
 
+    def append_pieces(
+        self, data: bytes | bytearray | memoryview, pieces: list[AppendPiece]
+    ) -> None:
+        """Several :meth:`append` calls in one write: ``data`` is the pieces back to back, and
+        each piece gets exactly the index and timestamp bookkeeping its own ``append`` would
+        have had (``(largest_offset, largest_timestamp, offset_of_max_timestamp, length)``)."""
+        start = self._size
+        for largest_offset, _, _, _ in pieces:
+            self.check_offset_in_range(largest_offset)
+        self._log.write_at(start, data)
+        position = start
+        for largest_offset, largest_timestamp, offset_of_max_timestamp, length in pieces:
+            if not length:
+                continue
+            if position == 0:
+                self._rolling_based_timestamp = largest_timestamp
+                self._rolling_based_timestamp_known = True
+            if largest_timestamp > self.max_timestamp_so_far:
+                self._max_timestamp = largest_timestamp
+                self._offset_of_max_timestamp = offset_of_max_timestamp
+            if self.bytes_since_last_index_entry > self.settings.index_interval_bytes:
+                self.offset_index.append(largest_offset, position)
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += length
+            position += length
+            self._next_offset = largest_offset + 1
+        self._size = position
+
     # --- reading ------------------------------------------------------------------------
     def batches(self, start_position: int = 0) -> Iterator[FileBatch]:
         return iter_file_batches(self._log, start_position, self._size)
@@ -234,6 +266,14 @@ class LogSegment:
     def read_bytes(self, position: int, size: int) -> bytes:
         size = max(0, min(size, self._size - position))
         return self._log.read_at(position, size)
+
+    def map_log(self) -> memoryview:
+        """The log's bytes ``[0, size)`` as a read-only memory map (see ``FileHandle.map_read``).
+
+        Only for inactive segments: the active one grows, and its pre-allocated file is
+        trimmed when it rolls.
+        """
+        return self._log.map_read(self._size)
 
     # --- recovery -----------------------------------------------------------------------
     def recover(self) -> int:

@@ -477,6 +477,18 @@ def _skimpy_get(table: Any, slots: int, rows: Any, d: int) -> int:
     return -1
 
 
+@_jitable
+def _mark_latest(marks: Any, marks_base: int, marks_len: int, old: int, offset: int) -> None:
+    """Keep the latest-offset marks (see ``OffsetMap.track_latest``): the key's previous offset
+    ``old`` (-1: none) is no longer its latest, ``offset`` is. Outside the window: nothing."""
+    r = old - marks_base
+    if old >= 0 and 0 <= r < marks_len:
+        marks[r >> 3] = marks[r >> 3] & (0xFF ^ (1 << (r & 7)))
+    r = offset - marks_base
+    if 0 <= r < marks_len:
+        marks[r >> 3] = marks[r >> 3] | (1 << (r & 7))
+
+
 def skimpy_put_batch(
     table: Any,
     slots: int,
@@ -492,6 +504,9 @@ def skimpy_put_batch(
     latest: int,
     w: Any,
     rows: Any,
+    marks: Any,
+    marks_base: int,
+    marks_len: int,
 ) -> tuple[int, int, int]:
     """Kafka's map-building loop over records ``[start, stop)``; see ``OffsetMap.put_batch``.
 
@@ -509,9 +524,11 @@ def skimpy_put_batch(
                 return i, size, latest
             d = (i - lo) * SKIMPY_ROW
             attempt = 0
+            old = -1
             pos = rows[d + SKIMPY_HASH_SIZE] * SKIMPY_ENTRY_SIZE
             while not _skimpy_is_empty(table, pos):
                 if _skimpy_same_digest(table, pos, rows, d):
+                    old = _skimpy_read_offset(table, pos + SKIMPY_HASH_SIZE)
                     break
                 attempt += 1
                 pos = skimpy_slot(rows, d, attempt, slots) * SKIMPY_ENTRY_SIZE
@@ -521,6 +538,8 @@ def skimpy_put_batch(
                 size += 1
             for q in range(8):
                 table[pos + SKIMPY_HASH_SIZE + q] = (offset >> (56 - 8 * q)) & 0xFF
+            if marks_len > 0:
+                _mark_latest(marks, marks_base, marks_len, old, offset)
             latest = offset
     return stop, size, latest
 
@@ -578,6 +597,9 @@ def compact_put_batch(
     latest: int,
     base: int,
     rows: Any,
+    marks: Any,
+    marks_base: int,
+    marks_len: int,
 ) -> tuple[int, int, int, int]:
     """As :func:`skimpy_put_batch`, and it also stops at an offset that is not within
     ``[base, base + 2^32)`` while the map holds entries. An empty map takes such an offset as
@@ -606,6 +628,7 @@ def compact_put_batch(
             h1 = rows[r + 1]
             h2 = rows[r + 2]
             e = rows[r + 3] * COMPACT_WORDS
+            old = -1
             while True:
                 t0 = table[e] & MASK32
                 t1 = table[e + 1] & MASK32
@@ -617,11 +640,14 @@ def compact_put_batch(
                     size += 1
                     break
                 if t0 == h0 and t1 == h1 and t2 == h2:
+                    old = base + (table[e + 3] & MASK32)
                     break
                 e += COMPACT_WORDS
                 if e == end:
                     e = 0
             table[e + 3] = rel
+            if marks_len > 0:
+                _mark_latest(marks, marks_base, marks_len, old, offset)
             latest = offset
     return stop, size, latest, base
 

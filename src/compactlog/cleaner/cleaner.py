@@ -27,19 +27,45 @@ uncleanable offset FUO:
    :meth:`compactlog.storage.log.Log.replace_segments`, whose rename protocol makes every crash
    point recover to the old or the new group.
 
-Rounds can be aborted between chunks (``check_abort``); an aborted group's ``.cleaned`` files are
-removed and nothing of that group is swapped.
+Rounds can be aborted between regions (``check_abort``); an aborted group's ``.cleaned`` files
+are removed and nothing of that group is swapped.
+
+How the work is done (none of it changes a byte of the output, which the record-by-record path
+in :meth:`Cleaner._filter_batch` defines and a differential test holds the bulk path to):
+
+* Segments are read through a read-only memory map, a **region** (about 8 MiB of whole
+  chunks) at a time; within a region, :func:`kafka_chunks` gives the exact byte ranges Kafka's
+  cleaner would read (its 256 KiB buffer, grown as Kafka grows it), because each of those reads
+  is one append, and appends place the index entries. Pages are released after each region so
+  the mapping does not grow the process's RSS.
+* Per region: one bulk decode (:func:`compactlog.records.decode_columns`), one offset-map call,
+  and in the copy phase one compiled pass (:func:`._rebuild_kernel.filter_region`) that applies
+  the rules to every plain data batch and writes the kept batches into an output buffer.
+  Compressed and transactional batches go record by record, in order.
+* **Latest-offset marks**: while the map is built, one bit per offset of the mapped range says
+  whether that record is (still) the latest of its key; the copy phase reads the bit instead of
+  hashing the key again. Records outside the mapped range (the already-clean part) are looked
+  up in the map as Kafka does.
+* A helper thread checks CRCs (each batch once per round: the map pass checks the dirty part,
+  the copy phase what the map pass did not read) and appends to the cleaned segment while the
+  round's thread filters the next region; every result is waited for before it matters.
 """
 
 from __future__ import annotations
 
 import logging
+import mmap
+import struct
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from typing import Any
 
+import crc32c
 import numpy as np
 
+from compactlog.cleaner import _rebuild_kernel as _rk
 from compactlog.cleaner._rebuild_kernel import rebuild
 from compactlog.cleaner.offset_map import OffsetMap
 from compactlog.cleaner.stats import CleanerStats
@@ -60,11 +86,17 @@ from compactlog.records import (
 from compactlog.records.batch import DELETE_HORIZON_FLAG_MASK, RECORD_BATCH_OVERHEAD, pack_batch
 from compactlog.records.control import decode_control_key
 from compactlog.storage.log import Log
-from compactlog.storage.segment import LogSegment
+from compactlog.storage.segment import AppendPiece, LogSegment
 
 logger = logging.getLogger("compactlog.cleaner")
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
+_LENGTH = struct.Struct(">i")
+_CRC = struct.Struct(">I")
+_BASE_OFFSET = struct.Struct(">q")
+_EMPTY_OUT = np.empty(0, np.uint8)
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
 
 
 class CleaningAbortedError(CompactlogError):
@@ -73,67 +105,158 @@ class CleaningAbortedError(CompactlogError):
 
 @dataclass(frozen=True)
 class CleanerBuffers:
-    """Read-buffer sizes: ``log.cleaner.io.buffer.size / threads / 2``, grown on demand up to
-    the largest batch allowed (``max(message.max.bytes, the batch's own size)``).
+    """Kafka's cleaner I/O buffers: ``read_buffer_size`` is ``log.cleaner.io.buffer.size /
+    threads / 2``; ``max_buffer_size`` is ``message.max.bytes`` (Kafka's ``maxIoBufferSize``).
 
-    The copy phase reads with Kafka's buffer size because each read becomes one append to the
-    cleaned segment, and appends decide its index entries. The map phase writes nothing, so it
-    reads ``map_read_size`` at a time: fewer, larger decodes.
+    compactlog reads segments through a memory map, so the buffers are not allocated: they
+    decide where Kafka's cleaner would cut its reads (see :func:`kafka_chunks`), because each
+    read of the copy phase becomes one append to the cleaned segment and appends decide its
+    index entries. ``region_bytes`` is how much is handed to the compiled loops at once (whole
+    chunks); it changes nothing in the output.
     """
 
     read_buffer_size: int = 262_144
     max_buffer_size: int = 1_048_588
-    map_read_size: int = 4 << 20
+    region_bytes: int = 8 << 20
 
 
-@dataclass
-class _Chunk:
-    """Whole batches read from a segment at ``position``."""
+def _grown_buffer(capacity: int, next_batch: int, max_io: int, max_message: int, where: str) -> int:
+    """Kafka's ``growBuffersOrFail`` + ``growBuffers``: the read buffer's next capacity when not
+    even one batch fitted in ``capacity`` bytes."""
+    if capacity >= max_message:
+        if next_batch <= capacity:  # pragma: no cover - a fitting batch is always processed
+            raise CompactlogError(f"batch of {next_batch} bytes not processed at {where}")
+        max_size = next_batch
+    else:
+        max_size = max_message
+    max_buffer = max(max_size, max_io)
+    if capacity >= max_buffer:
+        raise CompactlogError(
+            f"this log contains a message larger than the maximum allowable size of "
+            f"{max_buffer} ({next_batch}-byte batch at {where})"
+        )
+    return min(capacity * 2, max_buffer)
 
-    position: int
-    data: bytes
-    headers: list[tuple[int, BatchHeader]]  # (position in data, header)
 
+def kafka_chunks(
+    view: memoryview, start: int, buffers: CleanerBuffers, max_message: int, path: str
+) -> list[tuple[int, int]]:
+    """The ``[start, end)`` byte ranges Kafka's cleaner reads a segment in, from ``start``.
 
-def read_chunks(segment: LogSegment, start: int, buffers: CleanerBuffers) -> Iterator[_Chunk]:
-    """Whole batches of ``segment`` from byte ``start``, a read buffer at a time.
-
-    If not even one batch fits, the buffer doubles up to ``max_buffer_size`` or the batch's own
-    size, as Kafka's cleaner grows its I/O buffers; a batch claiming more bytes than the file
-    holds is corrupt.
+    Each read takes the whole batches that fit the read buffer; when not even one fits, the
+    buffer grows (doubling, up to ``max.message.bytes`` of the topic or the batch's own size)
+    and stays grown for the rest of the segment, as Kafka's does until ``restoreBuffers``. A
+    batch claiming more bytes than the segment holds, or fewer than a record needs, is corrupt.
     """
-    size = segment.size
+    size = len(view)
+    chunks: list[tuple[int, int]] = []
     position = start
-    buffer_size = buffers.read_buffer_size
+    capacity = buffers.read_buffer_size
+    unpack_length = _LENGTH.unpack_from
     while position < size:
-        data = segment.read_bytes(position, buffer_size)
-        headers: list[tuple[int, BatchHeader]] = []
-        consumed = 0
-        while len(data) - consumed >= LOG_OVERHEAD:
-            length = int.from_bytes(data[consumed + 8 : consumed + 12], "big", signed=True)
+        end = position + min(capacity, size - position)
+        p = position
+        batch_size = 0
+        while end - p >= LOG_OVERHEAD:
+            (length,) = unpack_length(view, p + 8)
             batch_size = length + LOG_OVERHEAD
-            if position + consumed + batch_size > size or length < 14:
+            if p + batch_size > size or length < 14:
                 raise CorruptRecordError(
-                    f"{segment.log_path}: batch at position {position + consumed} claims "
-                    f"{batch_size} bytes but {size - position - consumed} remain"
+                    f"{path}: batch at position {p} claims {batch_size} bytes but {size - p} remain"
                 )
-            if consumed + batch_size > len(data):
+            if p + batch_size > end:
                 break
-            headers.append((consumed, read_header(data, consumed)))
-            consumed += batch_size
-        if not headers:
+            p += batch_size
+        if p == position:
             if size - position < LOG_OVERHEAD:
-                raise CorruptRecordError(
-                    f"{segment.log_path}: {size - position} trailing bytes at {position}"
-                )
-            need = int.from_bytes(data[8:12], "big", signed=True) + LOG_OVERHEAD
-            buffer_size = max(buffer_size * 2, need)
-            if buffer_size > max(buffers.max_buffer_size, need):
-                raise CompactlogError(f"{segment.log_path}: batch of {need} bytes at {position}")
+                raise CorruptRecordError(f"{path}: {size - position} trailing bytes at {position}")
+            capacity = _grown_buffer(
+                capacity, batch_size, buffers.max_buffer_size, max_message, f"{path}:{position}"
+            )
             continue
-        yield _Chunk(position, data[:consumed], headers)
-        position += consumed
-        buffer_size = buffers.read_buffer_size
+        chunks.append((position, p))
+        position = p
+    return chunks
+
+
+def _regions(chunks: list[tuple[int, int]], region_bytes: int) -> Iterator[list[tuple[int, int]]]:
+    """Consecutive chunks, about ``region_bytes`` at a time (at least one chunk)."""
+    i = 0
+    while i < len(chunks):
+        j = i + 1
+        start = chunks[i][0]
+        while j < len(chunks) and chunks[j][1] - start <= region_bytes:
+            j += 1
+        yield chunks[i:j]
+        i = j
+
+
+def verify_crcs(view: memoryview, start: int, end: int, path: str) -> None:
+    """Check the CRC-32C of every batch in ``view[start:end]`` (whole batches)."""
+    p = start
+    while p < end:
+        (length,) = _LENGTH.unpack_from(view, p + 8)
+        size = length + LOG_OVERHEAD
+        (stored,) = _CRC.unpack_from(view, p + CRC_OFFSET)
+        computed = crc32c.crc32c(view[p + ATTRIBUTES_OFFSET : p + size])
+        if computed != stored:
+            (base_offset,) = _BASE_OFFSET.unpack_from(view, p)
+            raise CorruptRecordError(
+                f"{path}: record batch CRC mismatch at offset {base_offset}: stored "
+                f"0x{stored:08x}, computed 0x{computed:08x} (position {p})"
+            )
+        p += size
+
+
+def _drop_pages(view: memoryview, start: int, end: int) -> None:
+    """Unmap the pages of ``view[start:end]`` from this process (``MADV_DONTNEED``).
+
+    A mapped segment's pages count in the process's RSS once touched; a round that maps a
+    whole log would otherwise grow by the log's size. The bytes stay in the page cache and a
+    later touch maps them again, so this never changes what is read.
+    """
+    mapped = view.obj
+    if not isinstance(mapped, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    lo = start - start % mmap.PAGESIZE
+    hi = min(len(mapped), end + (-end) % mmap.PAGESIZE)
+    if hi > lo:
+        mapped.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+class _Background:
+    """The helper thread of one cleaning round: CRC checks and appends to the cleaned segment
+    run there while the round's own thread decodes and filters the next region. The compiled
+    loops, crc32c and file writes release the GIL, so on two cores the two overlap; the output
+    is the same as doing everything in order, which is what every wait below enforces.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._pool: ThreadPoolExecutor | None = None  # started by the first task
+        self._pending: list[Future[None]] = []
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> Future[None]:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix=self._name)
+        future = self._pool.submit(fn, *args)
+        self._pending.append(future)
+        return future
+
+    def wait_all(self) -> None:
+        """Wait for every task; raise the first one's error (in submission order)."""
+        pending, self._pending = self._pending, []
+        futures_wait(pending)
+        for future in pending:
+            future.result()
+
+    def close(self) -> None:
+        """Wait for every task, ignoring errors (the round is already failing or done)."""
+        futures_wait(self._pending)
+        self._pending = []
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 def group_segments_by_size(
@@ -211,13 +334,26 @@ class Cleaner:
         throttler: Throttler | None = None,
         clock: Callable[[], int],
         check_abort: Callable[[Log], None] = lambda log: None,
+        kernel: str = "auto",
+        fast_path: bool = True,
     ) -> None:
+        """``kernel`` picks the region kernel (``"python"``: the reference); ``fast_path=False``
+        sends every batch through the record-by-record path (the reference for tests)."""
         self.thread_id = thread_id
         self.offset_map = offset_map
         self.buffers = buffers or CleanerBuffers()
         self.throttler = throttler or Throttler()
         self.clock = clock
         self.check_abort = check_abort
+        self.fast_path = fast_path
+        self._filter_kernel = _rk.filter_region_kernel(kernel)
+        self._background = _Background(f"compactlog-cleaner-{thread_id}-io")  # one per round
+        # Byte ranges of each segment (by base offset) whose CRCs this round already checked.
+        self._verified: dict[int, tuple[int, int]] = {}
+        self._out_buffers = [_EMPTY_OUT, _EMPTY_OUT]
+        # The last append from each output buffer, and the regions filtered so far this round.
+        self._writes: list[Future[None] | None] = [None, None]
+        self._region_count = 0
 
     # --- the round ------------------------------------------------------------------------
     def clean(
@@ -232,19 +368,31 @@ class Cleaner:
         # Durations come from the clock (Kafka's Time); ``now`` only drives decisions, so a
         # caller that cleans "as of" another time still gets true durations.
         stats = CleanerStats(start_ms=self.clock())
-        self.build_offset_map(log, first_dirty_offset, first_uncleanable_offset, stats)
-        end_offset = self.offset_map.latest_offset + 1
-        stats.map_complete_ms = self.clock()
-        stats.buffer_utilization = self.offset_map.utilization
-        segments = [s for s in log.segments() if s.base_offset < end_offset]
-        config = log.config
-        groups = group_segments_by_size(
-            segments, config.segment_bytes, config.segment_index_bytes, first_uncleanable_offset
-        )
-        transactions = _TransactionState()
-        for group in groups:
-            self.clean_segments(log, group, now, first_uncleanable_offset, transactions, stats)
-            stats.groups += 1
+        self._background = _Background(f"compactlog-cleaner-{self.thread_id}-io")
+        self._verified = {}
+        self._writes = [None, None]
+        self._region_count = 0
+        try:
+            self.build_offset_map(log, first_dirty_offset, first_uncleanable_offset, stats)
+            end_offset = self.offset_map.latest_offset + 1
+            stats.map_complete_ms = self.clock()
+            stats.buffer_utilization = self.offset_map.utilization
+            segments = [s for s in log.segments() if s.base_offset < end_offset]
+            config = log.config
+            groups = group_segments_by_size(
+                segments,
+                config.segment_bytes,
+                config.segment_index_bytes,
+                first_uncleanable_offset,
+            )
+            transactions = _TransactionState()
+            for group in groups:
+                self.clean_segments(log, group, now, first_uncleanable_offset, transactions, stats)
+                stats.groups += 1
+        finally:
+            self._background.close()
+            self._verified = {}
+            self._out_buffers = [_EMPTY_OUT, _EMPTY_OUT]
         stats.end_ms = self.clock()
         return end_offset, stats
 
@@ -252,6 +400,7 @@ class Cleaner:
     def build_offset_map(self, log: Log, start: int, end: int, stats: CleanerStats) -> None:
         offset_map = self.offset_map
         offset_map.clear(base_offset=start)  # the compact map stores offsets relative to it
+        offset_map.track_latest(start, end)
         segs = log.segments()
         dirty = [
             s
@@ -269,38 +418,47 @@ class Cleaner:
     ) -> bool:
         """Map one segment; True when the map filled up inside it.
 
-        One kernel call per chunk: control batches are hidden from it (their records are never
+        One kernel call per region: control batches are hidden from it (their records are never
         mapped), and Kafka's per-batch rule for latestOffset (a fully processed batch moves it
-        to the batch's last offset) is replayed from where the kernel stopped.
+        to the batch's last offset) is replayed from where the kernel stopped. The statistics
+        are Kafka's: the bytes of the reads (chunks) processed whole, and every record
+        processed before the one that found the map full (a control batch counts one).
         """
         offset_map = self.offset_map
         _, position = segment.offset_index.lookup(start)
-        map_buffers = CleanerBuffers(
-            self.buffers.map_read_size,
-            max(self.buffers.max_buffer_size, self.buffers.map_read_size),
+        view = segment.map_log()
+        chunks = kafka_chunks(
+            view, position, self.buffers, log.config.max_message_bytes, segment.log_path
         )
-        for chunk in read_chunks(segment, position, map_buffers):
+        for region in _regions(chunks, self.buffers.region_bytes):
             self.check_abort(log)
-            stats.map_bytes_read += len(chunk.data)
-            self.throttler.maybe_throttle(len(chunk.data))
-            columns = decode_columns(chunk.data)
-            headers = [h for _, h in chunk.headers]
-            stats.map_messages_read += sum(
-                max(h.records_count, 1) if h.is_control else h.records_count for h in headers
+            r0, r1 = region[0][0], region[-1][1]
+            self.throttler.maybe_throttle(r1 - r0)
+            crc_checked = self._background.submit(verify_crcs, view, r0, r1, segment.log_path)
+            columns = decode_columns(view[r0:r1], verify_crc=False)
+            headers = columns.batch_headers
+            control = np.fromiter((h.is_control for h in headers), bool, len(headers))
+            counts = np.fromiter(
+                (1 if h.is_control else h.records_count for h in headers), np.int64, len(headers)
             )
             key_len = columns.key_len
-            if any(h.is_control for h in headers):
+            if control.any():
                 key_len = key_len.copy()
-                control = np.fromiter((h.is_control for h in headers), bool, len(headers))
                 key_len[control[columns.batch_index]] = -1
             n = len(columns)
             done = offset_map.put_batch(
                 columns.data, columns.key_pos, key_len, columns.offsets, 0, n, start
             )
+            crc_checked.result()  # a corrupt region fails the round before the map is used
+            _drop_pages(view, r0, r1)
+            self._verified[segment.base_offset] = (chunks[0][0], r1)
             if done < n:
                 # Full inside batch j: batches before it were fully processed.
                 j = int(columns.batch_index[done])
                 first_of_j = int(np.searchsorted(columns.batch_index, j, side="left"))
+                at = r0 + int(columns.batch_position[j])
+                stats.map_bytes_read += sum(e - s for s, e in region if e <= at)
+                stats.map_messages_read += int(counts[:j].sum()) + done - first_of_j
                 put_in_j = done > first_of_j and bool(
                     (
                         (key_len[first_of_j:done] >= 0)
@@ -312,6 +470,8 @@ class Cleaner:
                     if previous:
                         offset_map.update_latest_offset(previous[-1])
                 return True
+            stats.map_bytes_read += r1 - r0
+            stats.map_messages_read += int(counts.sum())
             last = [h.last_offset for h in headers if h.last_offset >= start]
             if last:
                 offset_map.update_latest_offset(last[-1])
@@ -333,11 +493,13 @@ class Cleaner:
             for source in group:
                 self._clean_into(log, source, cleaned, now, upper_bound, transactions, stats)
                 stats.segments_read += 1
+            self._background.wait_all()  # the last appends
             cleaned.on_become_inactive()
             cleaned.flush()
             cleaned.release_index_handles()
             cleaned.set_last_modified_ms(group[-1].last_modified_ms())
         except BaseException:
+            self._background.close()  # no append may still be running when the files go
             cleaned.delete_files()
             raise
         log.replace_segments(cleaned, group)
@@ -352,48 +514,193 @@ class Cleaner:
         transactions: _TransactionState,
         stats: CleanerStats,
     ) -> None:
-        delete_retention_ms = log.config.delete_retention_ms
-        for chunk in read_chunks(source, 0, self.buffers):
-            self.check_abort(log)
-            self.throttler.maybe_throttle(len(chunk.data))
-            stats.bytes_read += len(chunk.data)
-            decisions = self._decide_chunk(chunk, now)
-            out: list[bytes] = []
-            max_offset = -1
-            max_ts, offset_of_max_ts = -1, -1
-            for b, (position, header) in enumerate(chunk.headers):
-                filtered = self._filter_batch(
-                    chunk.data,
-                    position,
-                    header,
-                    decisions,
-                    b,
-                    now,
-                    delete_retention_ms,
-                    upper_bound,
-                    transactions,
-                    stats,
-                )
-                if filtered is None:
-                    continue
-                kept, kept_max_offset = filtered
-                out.append(kept)
-                kept_header = read_header(kept)
-                stats.bytes_written += len(kept)
-                stats.messages_written += kept_header.records_count
-                max_offset = max(max_offset, kept_max_offset)
-                if kept_header.max_timestamp > max_ts:
-                    max_ts, offset_of_max_ts = kept_header.max_timestamp, kept_header.last_offset
-            if out:
-                data = b"".join(out)
-                self.throttler.maybe_throttle(len(data))
-                dest.append(max_offset, max_ts, offset_of_max_ts, data)
+        """Kafka's ``cleanInto``: read ``source`` a chunk at a time, filter, append each
+        chunk's survivors to ``dest`` as one append (so the index entries match Kafka's).
 
-    def _decide_chunk(self, chunk: _Chunk, now: int) -> _ChunkDecisions:
-        """The record rule of spec 5.4 for every record of a chunk at once (numpy)."""
-        columns = decode_columns(chunk.data)
-        found = self.offset_map.get_batch(columns.data, columns.key_pos, columns.key_len)
-        headers = [h for _, h in chunk.headers]
+        The work is done a region (many chunks) at a time: one bulk decode, one offset-map
+        lookup of every key and one compiled pass (:func:`filter_region`) that copies or
+        rebuilds every plain data batch into one output buffer. Compressed, transactional and
+        control batches, and the rare cases the compiled pass declines, go through
+        :meth:`_filter_batch` record by record, in order, so the transaction state sees them
+        as Kafka's filter would.
+        """
+        view = source.map_log()
+        chunks = kafka_chunks(view, 0, self.buffers, log.config.max_message_bytes, source.log_path)
+        delete_retention_ms = log.config.delete_retention_ms
+        # Batches the map pass of this round checked need no second CRC check.
+        verified_lo, verified_hi = self._verified.get(source.base_offset, (0, 0))
+        writes = self._writes  # the round's, across segments: an append may still be running
+        for region in _regions(chunks, self.buffers.region_bytes):
+            k = self._region_count
+            self._region_count += 1
+            self.check_abort(log)
+            r0, r1 = region[0][0], region[-1][1]
+            self.throttler.maybe_throttle(r1 - r0)
+            stats.bytes_read += r1 - r0
+            crc_checked = None
+            if not verified_lo <= r0 < r1 <= verified_hi:
+                crc_checked = self._background.submit(verify_crcs, view, r0, r1, source.log_path)
+            previous_write = writes[k % 2]
+            if previous_write is not None:
+                previous_write.result()  # its output buffer is about to be reused
+            data, pieces = self._filter_region(
+                view[r0:r1],
+                r0,
+                region,
+                now,
+                delete_retention_ms,
+                upper_bound,
+                transactions,
+                stats,
+                k % 2,
+            )
+            if crc_checked is not None:
+                crc_checked.result()
+            _drop_pages(view, r0, r1)
+            if pieces:
+                self.throttler.maybe_throttle(len(data))
+                writes[k % 2] = self._background.submit(dest.append_pieces, data, pieces)
+
+    def _filter_region(
+        self,
+        region_view: memoryview,
+        r0: int,
+        region: list[tuple[int, int]],
+        now: int,
+        delete_retention_ms: int,
+        upper_bound: int,
+        transactions: _TransactionState,
+        stats: CleanerStats,
+        buffer: int,
+    ) -> tuple[bytes | memoryview, list[AppendPiece]]:
+        """One region: the bytes to append and one piece per chunk that kept anything. The
+        bytes may live in output buffer ``buffer``, valid until the region after next."""
+        columns = decode_columns(region_view, verify_crc=False)
+        found = self._lookup(columns)
+        headers = columns.batch_headers
+        nb = len(headers)
+        positions = columns.batch_position
+        starts = np.zeros(nb + 1, dtype=np.int64)
+        np.cumsum(columns.batch_records_count, out=starts[1:])
+        n = len(columns)
+        src = np.frombuffer(region_view, np.uint8)
+        # Each kept record grows by at most 9 bytes (longer length and timestamp varints).
+        need = len(region_view) + 9 * n + 64
+        out = self._out_buffers[buffer]
+        if len(out) < need:
+            out = self._out_buffers[buffer] = np.empty(max(need, 2 * len(out)), np.uint8)
+        res = np.empty((nb, _rk.RESULT_COLUMNS), np.int64)
+        attributes = columns.batch_attributes
+        if not self.fast_path:
+            attributes = attributes | _rk.SPECIAL_MASK  # everything record by record
+        written = self._filter_kernel(
+            src,
+            positions,
+            columns.batch_size,
+            attributes,
+            columns.batch_base_timestamp,
+            columns.batch_max_timestamp,
+            columns.batch_last_offset,
+            starts,
+            columns.offsets,
+            columns.timestamps,
+            columns.key_len,
+            columns.value_len,
+            found,
+            np.empty(n, np.uint8),
+            self.offset_map.latest_offset,
+            now,
+            delete_retention_ms,
+            upper_bound,
+            out,
+            res,
+        )
+        action = res[:, _rk.R_ACTION]
+        last_offsets = columns.batch_last_offset
+        by_kernel = action != _rk.A_CALLER
+        kept = res[:, _rk.R_KEPT]
+        stats.messages_read += int((starts[1:] - starts[:-1])[by_kernel].sum())
+        stats.invalid_messages += int(res[by_kernel, _rk.R_INVALID].sum())
+        stats.messages_written += int(kept[by_kernel].sum())
+        stats.bytes_written += written
+        out_view = out.data
+        for b in np.flatnonzero(action == _rk.A_REBUILT).tolist():
+            o, e = int(res[b, _rk.R_OUT_START]), int(res[b, _rk.R_OUT_END])
+            _CRC.pack_into(out_view, o + 17, crc32c.crc32c(out_view[o + 21 : e]))
+
+        # Chunk c holds batches [first[c], first[c + 1]).
+        first = [*np.searchsorted(positions, [s - r0 for s, _ in region]).tolist(), nb]
+        callers = np.flatnonzero(~by_kernel).tolist()
+        if not callers:
+            pieces = [
+                piece
+                for c in range(len(region))
+                if (piece := _chunk_piece(res, last_offsets, first[c], first[c + 1])) is not None
+            ]
+            return out_view[:written], pieces
+
+        # Some batches go record by record: splice their bytes in, in order.
+        decisions = self._decide(columns, found, now)
+        parts: list[bytes | memoryview] = []
+        pieces = []
+        caller_set = set(callers)
+        for c in range(len(region)):
+            length = 0
+            max_offset, max_ts, offset_of_max_ts = -1, -1, -1
+            for b in range(first[c], first[c + 1]):
+                if b in caller_set:
+                    filtered = self._filter_batch(
+                        region_view,
+                        int(positions[b]),
+                        headers[b],
+                        decisions,
+                        b,
+                        now,
+                        delete_retention_ms,
+                        upper_bound,
+                        transactions,
+                        stats,
+                    )
+                    if filtered is None:
+                        continue
+                    kept_bytes, kept_max_offset = filtered
+                    kept_header = read_header(kept_bytes)
+                    stats.bytes_written += len(kept_bytes)
+                    stats.messages_written += kept_header.records_count
+                    batch_max_ts = kept_header.max_timestamp
+                else:
+                    if action[b] == _rk.A_DROP:
+                        continue
+                    o, e = int(res[b, _rk.R_OUT_START]), int(res[b, _rk.R_OUT_END])
+                    kept_bytes = out_view[o:e]
+                    kept_max_offset = int(res[b, _rk.R_INDEX_OFFSET])
+                    batch_max_ts = int(res[b, _rk.R_MAX_TS])
+                parts.append(kept_bytes)
+                length += len(kept_bytes)
+                max_offset = max(max_offset, kept_max_offset)
+                if batch_max_ts > max_ts:
+                    max_ts, offset_of_max_ts = batch_max_ts, headers[b].last_offset
+            if length:
+                pieces.append((max_offset, max_ts, offset_of_max_ts, length))
+        return b"".join(parts), pieces
+
+    def _lookup(self, columns: RecordColumns) -> np.ndarray:
+        """The map's offset for every record's key (-1: keyless or absent). Records this round
+        mapped are answered from the map's latest-offset marks (their own offset when marked,
+        a later one when not) without hashing their keys a second time."""
+        marks = self.offset_map.latest_marks(columns.offsets)
+        if marks is None or not marks[0].any():
+            return self.offset_map.get_batch(columns.data, columns.key_pos, columns.key_len)
+        covered, marked = marks
+        key_len = np.where(covered, np.int32(-1), columns.key_len)
+        found = self.offset_map.get_batch(columns.data, columns.key_pos, key_len)
+        offsets = columns.offsets
+        found[covered] = np.where(marked, offsets, offsets + 1)[covered]
+        return found
+
+    def _decide(self, columns: RecordColumns, found: np.ndarray, now: int) -> _ChunkDecisions:
+        """The record rule of spec 5.4 for every record of a region at once (numpy)."""
+        headers = columns.batch_headers
         count = len(headers)
         retain_tombstone = np.fromiter(
             (h.delete_horizon_ms is None or now < h.delete_horizon_ms for h in headers),
@@ -423,7 +730,7 @@ class Cleaner:
 
     def _filter_batch(
         self,
-        data: bytes,
+        data: bytes | memoryview,
         position: int,
         header: BatchHeader,
         decisions: _ChunkDecisions,
@@ -433,7 +740,7 @@ class Cleaner:
         upper_bound: int,
         transactions: _TransactionState,
         stats: CleanerStats,
-    ) -> tuple[bytes, int] | None:
+    ) -> tuple[bytes | memoryview, int] | None:
         """Spec 5.4 for batch ``b`` of the chunk: the bytes to write and the offset that keys the
         chunk's index entry (the batch's last offset, or for a rebuilt batch its largest kept
         record offset, as Kafka's ``filterTo``), or None to drop the batch."""
@@ -501,9 +808,32 @@ class Cleaner:
         return None
 
 
+def _chunk_piece(res: np.ndarray, last_offsets: np.ndarray, b0: int, b1: int) -> AppendPiece | None:
+    """The append of one chunk (batches ``[b0, b1)``) whose batches the kernel all filtered:
+    ``(largest offset, largest timestamp, offset of the largest timestamp, bytes)``, or None if
+    it kept nothing.
+
+    As Kafka's ``filterTo``: the index key is the largest offset kept (a rebuilt batch's last
+    kept record); the largest timestamp is the first kept batch with the largest max
+    timestamp above -1, with that batch's last offset (-1, -1 when there is none).
+    """
+    if b1 <= b0:
+        return None
+    length = int(res[b1 - 1, _rk.R_OUT_END] - res[b0, _rk.R_OUT_START])
+    if length == 0:
+        return None
+    kept = res[b0:b1, _rk.R_ACTION] != _rk.A_DROP
+    max_ts_col = np.where(kept, res[b0:b1, _rk.R_MAX_TS], -1)
+    best = int(np.argmax(max_ts_col))
+    max_ts = int(max_ts_col[best])
+    offset_of_max_ts = int(last_offsets[b0 + best]) if max_ts > -1 else -1
+    largest = int(res[b0:b1, _rk.R_INDEX_OFFSET][kept].max())
+    return (largest, max(max_ts, -1), offset_of_max_ts, length)
+
+
 @dataclass
 class _ChunkDecisions:
-    """Per-record keep flags of a chunk and their per-batch counts."""
+    """Per-record keep flags of a region and their per-batch counts."""
 
     columns: RecordColumns
     keep: np.ndarray
@@ -519,7 +849,7 @@ _SAFE_TIMESTAMP = 2**61
 
 
 def _rebuild_uncompressed(
-    data: bytes,
+    data: bytes | memoryview,
     position: int,
     header: BatchHeader,
     keep: np.ndarray,
@@ -578,8 +908,8 @@ def _rebuild(
     records: list[tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Any]] = []
     for j, i in enumerate(indices):
         kl, vl, kp, vp = key_len[j], value_len[j], key_pos[j], value_pos[j]
-        key = data[kp : kp + kl] if kl >= 0 else None
-        value = data[vp : vp + vl] if vl >= 0 else None
+        key = bytes(data[kp : kp + kl]) if kl >= 0 else None
+        value = bytes(data[vp : vp + vl]) if vl >= 0 else None
         if with_headers[j]:
             records.append((key, value, columns.headers(i)))
         else:

@@ -204,7 +204,7 @@ def _decode(log: Log, run: list[bytes]) -> RecordColumns:
 def _keys(columns: RecordColumns, index: np.ndarray) -> list[bytes]:
     data = columns.data
     return [
-        data[p : p + n]
+        bytes(data[p : p + n])
         for p, n in zip(
             columns.key_pos[index].tolist(), columns.key_len[index].tolist(), strict=True
         )
@@ -554,7 +554,7 @@ def _records_of(log: Log, key: bytes) -> list[_Stored]:
                 _Stored(
                     offset=int(columns.offsets[i]),
                     timestamp=int(columns.timestamps[i]),
-                    value=None if value_len < 0 else columns.data[pos : pos + value_len],
+                    value=None if value_len < 0 else bytes(columns.data[pos : pos + value_len]),
                     horizon=columns.batch_headers[int(columns.batch_index[i])].delete_horizon_ms,
                 )
             )

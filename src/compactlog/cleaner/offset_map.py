@@ -127,6 +127,10 @@ class OffsetMap(Protocol):
     def get_batch(
         self, data: Data, key_pos: IntColumn, key_len: IntColumn
     ) -> npt.NDArray[np.int64]: ...
+    def track_latest(self, start: int, end: int) -> None: ...
+    def latest_marks(
+        self, offsets: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]] | None: ...
 
 
 def keys_per_mib(
@@ -196,6 +200,9 @@ class _Columns:
             self.offsets = None if offsets is None else np.asarray(offsets, np.int64).tolist()
 
 
+_NO_MARKS = np.zeros(1, np.uint8)
+
+
 class _HashOffsetMap:
     """What both maps share: sizing, the counters, and the calls into the kernels."""
 
@@ -222,6 +229,9 @@ class _HashOffsetMap:
         self._table = np.zeros(self.slots * self.entry_size // itemsize, self._table_dtype)
         self._size = 0
         self._latest = -1
+        self._marks = _NO_MARKS
+        self._marks_base = 0
+        self._marks_len = 0
 
     @property
     def size(self) -> int:
@@ -252,6 +262,39 @@ class _HashOffsetMap:
         self._table = np.zeros(self._table.shape, self._table.dtype)  # calloc: lazy zero pages
         self._size = 0
         self._latest = -1
+        self._marks = _NO_MARKS
+        self._marks_base = 0
+        self._marks_len = 0
+
+    def track_latest(self, start: int, end: int) -> None:
+        """From now on, mark which offsets of ``[start, end)`` are the latest of their key.
+
+        Each put marks its offset and unmarks the key's previous one, so once the map is built,
+        a record at offset ``o`` inside the window, mapped by this round, is the latest of its
+        key exactly when ``o`` is marked: the cleaner then needs no second hash of its key
+        (:meth:`latest_marks`). The window is one bit per offset and at most
+        ``memory`` bits (an eighth of the map's own size), allocated lazily like the table.
+        """
+        self._marks_base = start
+        self._marks_len = max(0, min(end - start, self.memory))
+        self._marks = np.zeros((self._marks_len + 7) // 8, np.uint8)
+
+    def latest_marks(
+        self, offsets: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]] | None:
+        """For records at ``offsets``: which lie in the marked window (and were mapped), and
+        which of those are marked latest; None when nothing is tracked."""
+        if self._marks_len == 0:
+            return None
+        rel = offsets - self._marks_base
+        covered = (rel >= 0) & (rel < self._marks_len) & (offsets <= self._latest)
+        safe = np.where(covered, rel, 0)
+        marked = covered & ((self._marks[safe >> 3] >> (safe & 7)) & 1).astype(bool)
+        return covered, marked
+
+    def _marks_args(self) -> tuple[Any, int, int]:
+        marks = self._marks if self._kernels.compiled else self._marks.data
+        return marks, self._marks_base, self._marks_len
 
     def put(self, key: bytes, offset: int) -> None:
         """Map ``key`` to ``offset`` (overwriting its entry if present); latest offset = offset.
@@ -366,6 +409,7 @@ class SkimpyOffsetMap(_HashOffsetMap):
             self._latest,
             self._w,
             self._rows,
+            *self._marks_args(),
         )
         self._size = int(size)
         self._latest = int(latest)
@@ -469,6 +513,7 @@ class CompactOffsetMap(_HashOffsetMap):
             self._latest,
             self._base,
             self._rows,
+            *self._marks_args(),
         )
         self._size = int(size)
         self._latest = int(latest)

@@ -211,10 +211,16 @@ def _reset_peak_rss() -> bool:
     return True
 
 
-def _warm_up(directory: str) -> None:
-    """Compile (or load) the numba kernels on a tiny store, outside the clock."""
+def _warm_up(directory: str, offset_map: str) -> None:
+    """Compile (or load) the numba kernels of ``offset_map`` on a tiny store, outside the clock."""
     shutil.rmtree(directory, ignore_errors=True)
-    store = Store.open(directory, config={"log.cleaner.dedupe.buffer.size": 2 * MIB})
+    store = Store.open(
+        directory,
+        config={
+            "log.cleaner.dedupe.buffer.size": 2 * MIB,
+            "compactlog.cleaner.offset.map": offset_map,
+        },
+    )
     store.create_topic("warmup", 1, {"cleanup.policy": "compact"})
     rng = np.random.default_rng(0)
     for _ in range(20):
@@ -228,7 +234,7 @@ def _warm_up(directory: str) -> None:
 
 def child_clean(store_dir: str, dedupe_bytes: int, offset_map: str) -> int:
     """Run in a fresh process: open the store, clean the topic once, print one JSON line."""
-    _warm_up(store_dir.rstrip("/") + "-warmup")
+    _warm_up(store_dir.rstrip("/") + "-warmup", offset_map)
     store = Store.open(
         store_dir,
         config={

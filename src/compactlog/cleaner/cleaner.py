@@ -430,6 +430,7 @@ class Cleaner:
         chunks = kafka_chunks(
             view, position, self.buffers, log.config.max_message_bytes, segment.log_path
         )
+        _drop_pages(view, position, len(view))  # the walk touched a page per batch
         for region in _regions(chunks, self.buffers.region_bytes):
             self.check_abort(log)
             r0, r1 = region[0][0], region[-1][1]
@@ -526,6 +527,7 @@ class Cleaner:
         """
         view = source.map_log()
         chunks = kafka_chunks(view, 0, self.buffers, log.config.max_message_bytes, source.log_path)
+        _drop_pages(view, 0, len(view))  # the walk touched a page per batch
         delete_retention_ms = log.config.delete_retention_ms
         # Batches the map pass of this round checked need no second CRC check.
         verified_lo, verified_hi = self._verified.get(source.base_offset, (0, 0))

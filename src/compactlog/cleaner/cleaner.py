@@ -62,7 +62,6 @@ from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from typing import Any
 
-import crc32c
 import numpy as np
 
 from compactlog.cleaner import _rebuild_kernel as _rk
@@ -83,7 +82,13 @@ from compactlog.records import (
     decode_columns,
     read_header,
 )
-from compactlog.records.batch import DELETE_HORIZON_FLAG_MASK, RECORD_BATCH_OVERHEAD, pack_batch
+from compactlog.records.batch import (
+    CRC_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
+    RECORD_BATCH_OVERHEAD,
+    compute_crc,
+    pack_batch,
+)
 from compactlog.records.control import decode_control_key
 from compactlog.storage.log import Log
 from compactlog.storage.segment import AppendPiece, LogSegment
@@ -95,8 +100,6 @@ _LENGTH = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 _BASE_OFFSET = struct.Struct(">q")
 _EMPTY_OUT = np.empty(0, np.uint8)
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
 
 
 class CleaningAbortedError(CompactlogError):
@@ -198,7 +201,7 @@ def verify_crcs(view: memoryview, start: int, end: int, path: str) -> None:
         (length,) = _LENGTH.unpack_from(view, p + 8)
         size = length + LOG_OVERHEAD
         (stored,) = _CRC.unpack_from(view, p + CRC_OFFSET)
-        computed = crc32c.crc32c(view[p + ATTRIBUTES_OFFSET : p + size])
+        computed = compute_crc(view, p, size)
         if computed != stored:
             (base_offset,) = _BASE_OFFSET.unpack_from(view, p)
             raise CorruptRecordError(
@@ -628,7 +631,7 @@ class Cleaner:
         out_view = out.data
         for b in np.flatnonzero(action == _rk.A_REBUILT).tolist():
             o, e = int(res[b, _rk.R_OUT_START]), int(res[b, _rk.R_OUT_END])
-            _CRC.pack_into(out_view, o + 17, crc32c.crc32c(out_view[o + 21 : e]))
+            _CRC.pack_into(out_view, o + CRC_OFFSET, compute_crc(out_view, o, e - o))
 
         # Chunk c holds batches [first[c], first[c + 1]).
         first = [*np.searchsorted(positions, [s - r0 for s, _ in region]).tolist(), nb]

@@ -180,24 +180,10 @@ class LogSegment:
         data: bytes | bytearray,
     ) -> None:
         """Append whole batches whose last offset is ``largest_offset``."""
-        if not data:
-            return
-        position = self._size
-        if position == 0:
-            self._rolling_based_timestamp = largest_timestamp
-            self._rolling_based_timestamp_known = True
-        self.check_offset_in_range(largest_offset)
-        self._log.write_at(position, data)
-        self._size = position + len(data)
-        if largest_timestamp > self.max_timestamp_so_far:
-            self._max_timestamp = largest_timestamp
-            self._offset_of_max_timestamp = offset_of_max_timestamp
-        if self.bytes_since_last_index_entry > self.settings.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += len(data)
-        self._next_offset = largest_offset + 1
+        if data:
+            self.append_pieces(
+                data, [(largest_offset, largest_timestamp, offset_of_max_timestamp, len(data))]
+            )
 
     def append_pieces(
         self, data: bytes | bytearray | memoryview, pieces: list[AppendPiece]

@@ -205,6 +205,7 @@ def decode_both(buf: bytes, **kwargs: object) -> RecordColumns | str:
         assert py == nb
     else:
         assert _arrays(py) == _arrays(nb)
+        assert py.batch_headers == nb.batch_headers
         assert py.data == nb.data
     return py
 

@@ -295,6 +295,90 @@ def walk_records(data: Any, sections: Any, out64: Any, out32: Any, err: Any) -> 
     return OK
 
 
+# --- batch headers ---------------------------------------------------------------------------
+
+# Columns of the header table: the 13 fields of a v2 batch header in file order, then the
+# batch's position in the buffer.
+HEADER_COLUMNS = 14
+H_BASE_OFFSET = 0
+H_BATCH_LENGTH = 1
+H_ATTRIBUTES = 5
+H_LAST_OFFSET_DELTA = 6
+H_BASE_TIMESTAMP = 7
+H_MAX_TIMESTAMP = 8
+H_RECORDS_COUNT = 12
+H_POSITION = 13
+# (offset in the header, bytes, signed) of each field.
+_HEADER_LAYOUT = (
+    (0, 8, True),
+    (8, 4, True),
+    (12, 4, True),
+    (16, 1, True),
+    (17, 4, False),
+    (21, 2, True),
+    (23, 4, True),
+    (27, 8, True),
+    (35, 8, True),
+    (43, 8, True),
+    (51, 2, True),
+    (53, 4, True),
+    (57, 4, True),
+)
+_BATCH_OVERHEAD = 61  # the header; the smallest batch
+_LOG_OVERHEAD = 12  # baseOffset + batchLength
+_MIN_BATCH_LENGTH = _BATCH_OVERHEAD - _LOG_OVERHEAD
+_MIN_RECORD_SIZE = 7
+_CODEC_MASK = 0x07
+
+
+@_jitable
+def read_be(data: Any, pos: int, size: int, signed: bool) -> int:
+    """A big-endian integer of ``size`` bytes (1-8) at ``pos``."""
+    top = data[pos] & 0xFF
+    if signed and top >= 0x80:
+        top -= 0x100
+    value: int = top
+    for q in range(1, size):
+        value = value * 256 + (data[pos + q] & 0xFF)
+    return value
+
+
+def scan_batches(data: Any, total: int, table: Any, fill: bool) -> int:
+    """Frame the whole batches of ``data[:total]``; with ``fill``, write one row of
+    ``table`` per batch (:data:`HEADER_COLUMNS`). Returns the number of batches, or -1 when
+    anything does not frame cleanly: a short header, a magic other than 2, batchLength below
+    the minimum, a negative recordsCount or lastOffsetDelta, a batch longer than the bytes
+    left, or an uncompressed batch claiming more records than its bytes can hold. The caller
+    then walks the buffer in Python, which names the problem.
+    """
+    pos = 0
+    n = 0
+    while pos < total:
+        if total - pos < _BATCH_OVERHEAD or (data[pos + 16] & 0xFF) != 2:
+            return -1
+        size = read_be(data, pos + 8, 4, True) + _LOG_OVERHEAD
+        count = read_be(data, pos + 57, 4, True)
+        if (
+            size < _MIN_BATCH_LENGTH + _LOG_OVERHEAD
+            or count < 0
+            or read_be(data, pos + 23, 4, True) < 0
+            or size > total - pos
+        ):
+            return -1
+        if (data[pos + 22] & _CODEC_MASK) == 0 and count > (
+            size - _BATCH_OVERHEAD
+        ) // _MIN_RECORD_SIZE:
+            return -1
+        if fill:
+            for f in range(HEADER_COLUMNS - 1):
+                at, width, signed = _HEADER_LAYOUT[f]
+                table[n, f] = read_be(data, pos + at, width, signed)
+            table[n, H_POSITION] = pos
+        n += 1
+        pos += size
+    return n
+
+
 @functools.cache
 def numba_available() -> bool:
     return importlib.util.find_spec("numba") is not None
@@ -313,4 +397,14 @@ def numba_walk_records() -> Callable[..., int]:
     for helper in _JITABLE:
         register_jitable(helper)
     compiled: Callable[..., int] = njit(cache=True, nogil=True)(walk_records)
+    return compiled
+
+
+@functools.cache
+def numba_scan_batches() -> Callable[..., int]:
+    """The numba-compiled :func:`scan_batches` (see :func:`numba_walk_records`)."""
+    numba_walk_records()  # registers the helpers
+    from numba import njit  # noqa: PLC0415
+
+    compiled: Callable[..., int] = njit(cache=True, nogil=True)(scan_batches)
     return compiled

@@ -7,8 +7,11 @@ out; ask for ``key(i)``/``value(i)``, or everything at once with ``to_records()`
 
 How the work is split:
 
-* per batch, in Python: header parse and checks, CRC-32C (C), decompression (Rust), and the
-  count check that stops a header claiming 2^31 records before any array is allocated;
+* per batch: header parse and checks, and the count check that stops a header claiming 2^31
+  records before any array is allocated. Buffers of 16 KiB and more are framed by a compiled
+  scan into one table of header fields (``RecordColumns.batch_table``); smaller ones, and any
+  buffer the scan cannot frame cleanly, by a Python loop that also names the problem. Then, in
+  Python, only the batches that need it: CRC-32C (C) and decompression (Rust);
 * per record, in a kernel (:mod:`compactlog.records._kernels`): walk the varints, check every
   length against the bytes, and record positions. ``kernel="numba"`` is the compiled kernel,
   ``kernel="python"`` the same source run by the interpreter (the reference); ``"auto"`` picks
@@ -33,6 +36,7 @@ from __future__ import annotations
 import gc
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cached_property
 from itertools import repeat
 from typing import Any
@@ -74,10 +78,12 @@ class RecordColumns:
     ``headers_pos`` (int64 positions in ``data``), ``key_len``/``value_len`` (int32, -1 = null),
     ``headers_count`` (int32), ``batch_index`` (int32, the batch of the input it came from).
 
-    Per batch: ``batch_headers`` (the parsed :class:`BatchHeader` of each batch) and, built
-    on first use, ``batch_position`` (byte position in the input), ``batch_size``,
-    ``batch_base_offset``, ``batch_last_offset``, ``batch_attributes``, ``batch_records_count``,
-    ``batch_base_timestamp``, ``batch_max_timestamp`` (all int64).
+    Per batch: ``batch_table``, the header fields as one int64 row per batch (columns as
+    ``compactlog.records._kernels.HEADER_COLUMNS``: the 13 header fields in file order, then the
+    batch's byte position in the input), and views of it: ``batch_position``, ``batch_size``,
+    ``batch_base_offset``, ``batch_last_offset``, ``batch_attributes``,
+    ``batch_records_count``, ``batch_base_timestamp``, ``batch_max_timestamp``.
+    ``batch_headers`` (a :class:`BatchHeader` per batch) is built on first use.
     """
 
     def __init__(
@@ -93,9 +99,8 @@ class RecordColumns:
         headers_pos: Int64Array,
         headers_count: Int32Array,
         batch_index: Int32Array,
-        batch_headers: list[BatchHeader],
-        batch_positions: list[int],
-        batch_sizes: list[int],
+        batch_table: Int64Array,
+        batch_headers: list[BatchHeader] | None = None,
     ) -> None:
         self.data = data
         self.offsets = offsets
@@ -107,51 +112,59 @@ class RecordColumns:
         self.headers_pos = headers_pos
         self.headers_count = headers_count
         self.batch_index = batch_index
-        self.batch_headers = batch_headers
-        self._batch_positions = batch_positions
-        self._batch_sizes = batch_sizes
-
-    # Per-batch header fields, built when asked for: RecordBatch.records() never needs them.
-    def _header_field(self, name: str) -> Int64Array:
-        return np.array([getattr(h, name) for h in self.batch_headers], np.int64)
+        self.batch_table = batch_table
+        if batch_headers is not None:
+            self.__dict__["batch_headers"] = batch_headers
 
     @cached_property
+    def batch_headers(self) -> list[BatchHeader]:
+        rows = self.batch_table[:, : _kernels.H_POSITION].tolist()
+        return list(map(BatchHeader._make, rows))
+
+    @property
+    def batch_count(self) -> int:
+        return len(self.batch_table)
+
+    @property
     def batch_position(self) -> Int64Array:
-        return np.array(self._batch_positions, np.int64)
+        return self.batch_table[:, _kernels.H_POSITION]
 
     @cached_property
     def batch_size(self) -> Int64Array:
-        return np.array(self._batch_sizes, np.int64)
+        return self.batch_table[:, _kernels.H_BATCH_LENGTH] + LOG_OVERHEAD
 
-    @cached_property
+    @property
     def batch_base_offset(self) -> Int64Array:
-        return self._header_field("base_offset")
+        return self.batch_table[:, _kernels.H_BASE_OFFSET]
 
     @cached_property
     def batch_last_offset(self) -> Int64Array:
-        return self._header_field("last_offset")
+        return (
+            self.batch_table[:, _kernels.H_BASE_OFFSET]
+            + self.batch_table[:, _kernels.H_LAST_OFFSET_DELTA]
+        )
 
-    @cached_property
+    @property
     def batch_attributes(self) -> Int64Array:
-        return self._header_field("attributes")
+        return self.batch_table[:, _kernels.H_ATTRIBUTES]
 
-    @cached_property
+    @property
     def batch_records_count(self) -> Int64Array:
-        return self._header_field("records_count")
+        return self.batch_table[:, _kernels.H_RECORDS_COUNT]
 
-    @cached_property
+    @property
     def batch_base_timestamp(self) -> Int64Array:
-        return self._header_field("base_timestamp")
+        return self.batch_table[:, _kernels.H_BASE_TIMESTAMP]
 
-    @cached_property
+    @property
     def batch_max_timestamp(self) -> Int64Array:
-        return self._header_field("max_timestamp")
+        return self.batch_table[:, _kernels.H_MAX_TIMESTAMP]
 
     def __len__(self) -> int:
         return len(self.offsets)
 
     def __repr__(self) -> str:
-        return f"RecordColumns({len(self)} records in {len(self.batch_headers)} batches)"
+        return f"RecordColumns({len(self)} records in {self.batch_count} batches)"
 
     def key(self, i: int) -> bytes | None:
         n = int(self.key_len[i])
@@ -316,6 +329,25 @@ def _is_flat(buf: bytes | memoryview) -> bool:
     return isinstance(buf, bytes) or (buf.format in ("B", "b", "c") and buf.contiguous)
 
 
+# Buffers at least this long are framed by the compiled header scan; below it the Python loop
+# is as fast (one or a few batches). Both give identical tables and identical errors.
+_SCAN_MIN_BYTES = 16384
+_NO_TABLE = np.empty((0, _kernels.HEADER_COLUMNS), np.int64)
+
+
+@dataclass
+class _Framing:
+    """Where each batch's records section lies in ``data`` (see the module docstring)."""
+
+    table: Int64Array
+    headers: list[BatchHeader] | None  # when the Python loop parsed them anyway
+    data: bytes | memoryview
+    sec_start: Int64Array
+    sec_end: Int64Array
+    sec_count: Int64Array
+    decompressed: npt.NDArray[np.bool_]
+
+
 def _decode(
     source: bytes | memoryview,
     walk: Callable[..., int],
@@ -323,14 +355,171 @@ def _decode(
     verify_crc: bool,
     max_decompressed: int | None,
 ) -> RecordColumns:
-    total = len(source)
+    framing = None
+    if compiled and len(source) >= _SCAN_MIN_BYTES:
+        framing = _frame_scanned(source, verify_crc, max_decompressed)
+    if framing is None:  # the Python loop, which also names whatever does not frame
+        framing = _frame_python(source, verify_crc, max_decompressed)
+    table = framing.table
+    data = framing.data
+    sec_count = framing.sec_count
+    n = int(sec_count.sum())
+    out64: Any
+    out32: Any
+    err: Any
+    sections: Any
+    if compiled:
+        out64 = np.empty((_kernels.OUT64_ROWS, n), np.int64)
+        out32 = np.empty((_kernels.OUT32_ROWS, n), np.int32)
+        err = np.zeros(_kernels.ERR_SIZE, np.int64)
+        sections = np.array([framing.sec_start, framing.sec_end, sec_count], np.int64)
+        status = walk(np.frombuffer(data, np.uint8), sections, out64, out32, err)
+    else:
+        out64 = [[0] * n for _ in range(_kernels.OUT64_ROWS)]
+        out32 = [[0] * n for _ in range(_kernels.OUT32_ROWS)]
+        err = [0] * _kernels.ERR_SIZE
+        sections = [framing.sec_start.tolist(), framing.sec_end.tolist(), sec_count.tolist()]
+        status = walk(data, sections, out64, out32, err)
+        out64 = np.array(out64, np.int64).reshape(_kernels.OUT64_ROWS, n)
+        out32 = np.array(out32, np.int32).reshape(_kernels.OUT32_ROWS, n)
+    if status != _kernels.OK:
+        raise _kernel_error([int(x) for x in err], framing)
 
+    # Offsets and timestamps: base + delta per batch, in place in the output rows. numpy
+    # integer arrays wrap on overflow, like Java's long arithmetic.
+    offsets = out64[_kernels.OUT_OFFSET_DELTA]
+    timestamps = out64[_kernels.OUT_TS_DELTA]
+    nb = len(table)
+    if nb == 1:
+        # One batch (RecordBatch.records()): scalars instead of gathers.
+        row = table[0]
+        batch_index = np.zeros(n, np.int32)
+        offsets += row[_kernels.H_BASE_OFFSET]
+        if row[_kernels.H_ATTRIBUTES] & TIMESTAMP_TYPE_MASK:
+            timestamps[:] = row[_kernels.H_MAX_TIMESTAMP]
+        else:
+            timestamps += row[_kernels.H_BASE_TIMESTAMP]
+    else:
+        batch_index = np.repeat(np.arange(nb, dtype=np.int32), sec_count)
+        offsets += table[:, _kernels.H_BASE_OFFSET][batch_index]
+        timestamps += table[:, _kernels.H_BASE_TIMESTAMP][batch_index]
+        log_append = (table[:, _kernels.H_ATTRIBUTES] & TIMESTAMP_TYPE_MASK) != 0
+        if log_append.any():
+            per_record = log_append[batch_index]
+            timestamps[per_record] = table[:, _kernels.H_MAX_TIMESTAMP][batch_index[per_record]]
+
+    return RecordColumns(
+        data=data,
+        offsets=offsets,
+        timestamps=timestamps,
+        key_pos=out64[_kernels.OUT_KEY_POS],
+        key_len=out32[_kernels.OUT_KEY_LEN],
+        value_pos=out64[_kernels.OUT_VALUE_POS],
+        value_len=out32[_kernels.OUT_VALUE_LEN],
+        headers_pos=out64[_kernels.OUT_HEADERS_POS],
+        headers_count=out32[_kernels.OUT_HEADERS_COUNT],
+        batch_index=batch_index,
+        batch_table=table,
+        batch_headers=framing.headers,
+    )
+
+
+def _header_of(table: Int64Array, b: int) -> BatchHeader:
+    return BatchHeader._make(table[b, : _kernels.H_POSITION].tolist())
+
+
+def _check_crc(source: bytes | memoryview, pos: int, size: int, header: BatchHeader) -> None:
+    computed = compute_crc(source, pos, size)
+    if computed != header.crc:
+        raise CorruptRecordError(
+            f"record batch CRC mismatch at offset {header.base_offset}: "
+            f"stored 0x{header.crc:08x}, computed 0x{computed:08x} (position {pos})"
+        )
+
+
+def _decompress_section(
+    source: bytes | memoryview, pos: int, size: int, header: BatchHeader, limit: int | None
+) -> bytes:
+    if limit is not None:
+        _check_count(header.records_count, limit, pos, header, "(max_decompressed)")
+    try:
+        codec = Compression.from_id(header.attributes & COMPRESSION_CODEC_MASK)
+        with memoryview(source) as view:
+            section = decompress(codec, view[pos + RECORD_BATCH_OVERHEAD : pos + size], limit)
+    except CorruptRecordError as exc:  # add which batch; keep the class
+        raise _batch_error(type(exc), pos, header, str(exc)) from exc
+    _check_count(header.records_count, len(section), pos, header)
+    return section
+
+
+def _join(
+    source: bytes | memoryview,
+    chunks: list[bytes],
+    plain_bytes: bool,
+    sec_start: Int64Array,
+    sec_end: Int64Array,
+    decompressed: npt.NDArray[np.bool_],
+) -> bytes | memoryview:
+    """The records' buffer: the input, the decompressed sections, or both one after the other
+    (then the decompressed sections' positions move past the input)."""
+    if not chunks:
+        return source
+    if not plain_bytes:
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    sec_start[decompressed] += len(source)
+    sec_end[decompressed] += len(source)
+    return b"".join([source, *chunks])
+
+
+def _frame_scanned(
+    source: bytes | memoryview, verify_crc: bool, max_decompressed: int | None
+) -> _Framing | None:
+    """Frame with the compiled header scan; None when something does not frame cleanly."""
+    scan = _kernels.numba_scan_batches()
+    raw = np.frombuffer(source, np.uint8)
+    nb = scan(raw, len(source), _NO_TABLE, False)
+    if nb < 0:
+        return None
+    table = np.empty((nb, _kernels.HEADER_COLUMNS), np.int64)
+    scan(raw, len(source), table, True)
+    pos = table[:, _kernels.H_POSITION]
+    size = table[:, _kernels.H_BATCH_LENGTH] + LOG_OVERHEAD
+    count = table[:, _kernels.H_RECORDS_COUNT].copy()
+    codec = table[:, _kernels.H_ATTRIBUTES] & COMPRESSION_CODEC_MASK
+    sec_start = pos + RECORD_BATCH_OVERHEAD
+    sec_end = pos + size
+    no_section = (codec != Compression.NONE) & (count == 0) & (size == RECORD_BATCH_OVERHEAD)
+    sec_start[no_section] = 0
+    sec_end[no_section] = 0
+    decompressed = (codec != Compression.NONE) & ~no_section
+    plain_bytes = bool(((codec == Compression.NONE) & (size > RECORD_BATCH_OVERHEAD)).any())
+    chunks: list[bytes] = []
+    chunks_size = 0
+    # Per batch in Python only what needs it, in batch order (so errors come in the same
+    # order as from the Python loop): CRC checks, decompression.
+    slow = range(nb) if verify_crc else np.flatnonzero(decompressed).tolist()
+    for b in slow:
+        p, sz = int(pos[b]), int(size[b])
+        if verify_crc:
+            _check_crc(source, p, sz, _header_of(table, b))
+        if decompressed[b]:
+            section = _decompress_section(source, p, sz, _header_of(table, b), max_decompressed)
+            sec_start[b] = chunks_size
+            chunks_size += len(section)
+            sec_end[b] = chunks_size
+            chunks.append(section)
+    data = _join(source, chunks, plain_bytes, sec_start, sec_end, decompressed)
+    return _Framing(table, None, data, sec_start, sec_end, count, decompressed)
+
+
+def _frame_python(
+    source: bytes | memoryview, verify_crc: bool, max_decompressed: int | None
+) -> _Framing:
+    total = len(source)
     headers: list[BatchHeader] = []
-    positions: list[int] = []
-    sizes: list[int] = []
+    rows: list[tuple[int, ...]] = []
     sec_start: list[int] = []
     sec_end: list[int] = []
-    sec_count: list[int] = []
     decompressed: list[bool] = []
     chunks: list[bytes] = []
     chunks_size = 0
@@ -347,12 +536,7 @@ def _decode(
                 f"batch is {size} bytes but only {total - pos} remain in the buffer",
             )
         if verify_crc:
-            computed = compute_crc(source, pos, size)
-            if computed != header.crc:
-                raise CorruptRecordError(
-                    f"record batch CRC mismatch at offset {header.base_offset}: "
-                    f"stored 0x{header.crc:08x}, computed 0x{computed:08x} (position {pos})"
-                )
+            _check_crc(source, pos, size, header)
         count = header.records_count
         section_size = size - RECORD_BATCH_OVERHEAD
         codec_id = header.attributes & COMPRESSION_CODEC_MASK
@@ -366,120 +550,34 @@ def _decode(
             start = end = 0
             in_chunk = False
         else:
-            if max_decompressed is not None:
-                _check_count(count, max_decompressed, pos, header, "(max_decompressed)")
-            try:
-                codec = Compression.from_id(codec_id)
-                with memoryview(source) as view:
-                    section = decompress(
-                        codec, view[pos + RECORD_BATCH_OVERHEAD : pos + size], max_decompressed
-                    )
-            except CorruptRecordError as exc:  # add which batch; keep the class
-                raise _batch_error(type(exc), pos, header, str(exc)) from exc
-            _check_count(count, len(section), pos, header)
+            section = _decompress_section(source, pos, size, header, max_decompressed)
             start = chunks_size
             end = chunks_size + len(section)
             chunks.append(section)
             chunks_size = end
             in_chunk = True
         headers.append(header)
-        positions.append(pos)
-        sizes.append(size)
+        rows.append((*header, pos))
         sec_start.append(start)
         sec_end.append(end)
-        sec_count.append(count)
         decompressed.append(in_chunk)
         pos += size
-
-    # Where the records live: the input, the decompressed sections, or both one after the other.
-    if not chunks:
-        data = source
-    elif not plain_bytes:
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    else:
-        data = b"".join([source, *chunks])
-        for b, in_chunk in enumerate(decompressed):
-            if in_chunk:
-                sec_start[b] += total
-                sec_end[b] += total
-
-    n = sum(sec_count)
-    out64: Any
-    out32: Any
-    err: Any
-    if compiled:
-        out64 = np.empty((_kernels.OUT64_ROWS, n), np.int64)
-        out32 = np.empty((_kernels.OUT32_ROWS, n), np.int32)
-        err = np.zeros(_kernels.ERR_SIZE, np.int64)
-        sections = np.array([sec_start, sec_end, sec_count], np.int64)
-        status = walk(np.frombuffer(data, np.uint8), sections, out64, out32, err)
-    else:
-        out64 = [[0] * n for _ in range(_kernels.OUT64_ROWS)]
-        out32 = [[0] * n for _ in range(_kernels.OUT32_ROWS)]
-        err = [0] * _kernels.ERR_SIZE
-        status = walk(data, [sec_start, sec_end, sec_count], out64, out32, err)
-        out64 = np.array(out64, np.int64).reshape(_kernels.OUT64_ROWS, n)
-        out32 = np.array(out32, np.int32).reshape(_kernels.OUT32_ROWS, n)
-    if status != _kernels.OK:
-        raise _kernel_error(
-            [int(x) for x in err], headers, positions, sec_start, sec_count, decompressed
-        )
-
-    # Offsets and timestamps: base + delta per batch, in place in the output rows. numpy
-    # integer arrays wrap on overflow, like Java's long arithmetic.
-    offsets = out64[_kernels.OUT_OFFSET_DELTA]
-    timestamps = out64[_kernels.OUT_TS_DELTA]
-    nb = len(headers)
-    if nb == 1:
-        # One batch (RecordBatch.records()): scalars instead of gathers.
-        h = headers[0]
-        batch_index = np.zeros(n, np.int32)
-        offsets += h.base_offset
-        if h.attributes & TIMESTAMP_TYPE_MASK:
-            timestamps[:] = h.max_timestamp
-        else:
-            timestamps += h.base_timestamp
-    else:
-        batch_index = np.repeat(np.arange(nb, dtype=np.int32), sec_count)
-        offsets += np.array([h.base_offset for h in headers], np.int64)[batch_index]
-        timestamps += np.array([h.base_timestamp for h in headers], np.int64)[batch_index]
-        log_append = np.array([h.attributes & TIMESTAMP_TYPE_MASK != 0 for h in headers], bool)
-        if log_append.any():
-            max_timestamps = np.array([h.max_timestamp for h in headers], np.int64)
-            per_record = log_append[batch_index]
-            timestamps[per_record] = max_timestamps[batch_index[per_record]]
-
-    return RecordColumns(
-        data=data,
-        offsets=offsets,
-        timestamps=timestamps,
-        key_pos=out64[_kernels.OUT_KEY_POS],
-        key_len=out32[_kernels.OUT_KEY_LEN],
-        value_pos=out64[_kernels.OUT_VALUE_POS],
-        value_len=out32[_kernels.OUT_VALUE_LEN],
-        headers_pos=out64[_kernels.OUT_HEADERS_POS],
-        headers_count=out32[_kernels.OUT_HEADERS_COUNT],
-        batch_index=batch_index,
-        batch_headers=headers,
-        batch_positions=positions,
-        batch_sizes=sizes,
-    )
+    table = np.array(rows, np.int64).reshape(len(rows), _kernels.HEADER_COLUMNS)
+    starts = np.array(sec_start, np.int64)
+    ends = np.array(sec_end, np.int64)
+    flags = np.array(decompressed, bool)
+    data = _join(source, chunks, plain_bytes, starts, ends, flags)
+    counts = table[:, _kernels.H_RECORDS_COUNT].copy()
+    return _Framing(table, headers, data, starts, ends, counts, flags)
 
 
-def _kernel_error(
-    err: list[int],
-    headers: list[BatchHeader],
-    positions: list[int],
-    sec_start: list[int],
-    sec_count: list[int],
-    decompressed: list[bool],
-) -> CorruptRecordError:
+def _kernel_error(err: list[int], framing: _Framing) -> CorruptRecordError:
     """Turn the kernel's status record into a CorruptRecordError with the numbers."""
     k = _kernels
     status, field_id, b, pos, a, c = err
     field = k.FIELD_NAMES[field_id]
-    if decompressed[b]:
-        where = f"byte {pos - sec_start[b]} of the decompressed records"
+    if framing.decompressed[b]:
+        where = f"byte {pos - int(framing.sec_start[b])} of the decompressed records"
     else:
         where = f"position {pos}"
     if status == k.E_VARINT_TRUNCATED:
@@ -506,9 +604,11 @@ def _kernel_error(
     elif status == k.E_SIZE_MISMATCH:
         message = f"record at {where} has length {a} but its fields take {c} bytes"
     elif status == k.E_LEFTOVER:
-        message = f"{a} bytes left over after the last of {sec_count[b]} records, at {where}"
+        records = int(framing.sec_count[b])
+        message = f"{a} bytes left over after the last of {records} records, at {where}"
     elif status == k.E_HEADER_KEY_UTF8:
         message = f"header key of {a} bytes at {where} is not valid UTF-8"
     else:  # pragma: no cover - the kernel has no other status
         message = f"record decoder status {status} at {where}"
-    return _batch_error(CorruptRecordError, positions[b], headers[b], message)
+    position = int(framing.table[b, _kernels.H_POSITION])
+    return _batch_error(CorruptRecordError, position, _header_of(framing.table, b), message)

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import bisect
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -53,6 +55,8 @@ class _Index:
         self._file: FileHandle | None = None
         self._file_length = 0
         self._unsynced = False  # written since the last fsync (even if the handle is closed)
+        self._batch: bytearray | None = None  # entries held back by batched_writes()
+        self._batch_at = 0
 
     # --- file handling -------------------------------------------------------------------
     def _handle(self) -> FileHandle:
@@ -68,10 +72,38 @@ class _Index:
         return self.entries() >= self.max_entries
 
     def _write_entry(self, position: int, data: bytes) -> None:
+        batch = self._batch
+        if batch is not None:
+            if not batch or position == self._batch_at + len(batch):
+                if not batch:
+                    self._batch_at = position
+                batch += data
+                return
+            self._write_batch()
         handle = self._handle()
         handle.write_at(position, data)
         self._file_length = max(self._file_length, position + len(data))
         self._unsynced = True
+
+    @contextmanager
+    def batched_writes(self) -> Iterator[None]:
+        """Entries appended inside the block reach the file in one write at its end (one
+        system call for a bulk append's entries, rather than one per entry)."""
+        self._batch = bytearray()
+        try:
+            yield
+        finally:
+            self._write_batch()
+            self._batch = None
+
+    def _write_batch(self) -> None:
+        batch = self._batch
+        if batch:
+            self._batch = None  # so that the write below goes to the file
+            try:
+                self._write_entry(self._batch_at, bytes(batch))
+            finally:
+                self._batch = bytearray()
 
     def preallocate(self) -> None:
         """Extend the file to its maximum size, as Kafka does for an active segment's index."""

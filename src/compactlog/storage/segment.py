@@ -195,6 +195,10 @@ class LogSegment:
         for largest_offset, _, _, _ in pieces:
             self.check_offset_in_range(largest_offset)
         self._log.write_at(start, data)
+        with self.offset_index.batched_writes(), self.time_index.batched_writes():
+            self._index_pieces(start, pieces)
+
+    def _index_pieces(self, start: int, pieces: list[AppendPiece]) -> None:
         position = start
         for largest_offset, largest_timestamp, offset_of_max_timestamp, length in pieces:
             if not length:
@@ -335,6 +339,11 @@ class LogSegment:
         """Re-expand the indexes of the segment that receives appends (Kafka does after load)."""
         self.offset_index.preallocate()
         self.time_index.preallocate()
+
+    def sync_log(self) -> None:
+        """``fdatasync`` the log file only: early write-back of a segment being filled, so that
+        the final :meth:`flush` has less left to wait for."""
+        self._log.sync()
 
     def flush(self) -> None:
         self._log.sync()

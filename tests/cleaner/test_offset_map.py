@@ -501,6 +501,35 @@ def test_put_batch_and_get_batch_match_a_dict(
     ]
 
 
+def test_keys_hashed_ahead_build_the_same_map(map_class: MapClass, kernel: str) -> None:
+    """The cleaner hashes a region's keys while the map still takes the previous region's
+    puts: hashing must not depend on what the table holds."""
+    rng = random.Random(3)
+    keys: list[bytes | None] = [
+        None if rng.random() < 0.1 else b"k%d" % rng.randrange(150) for _ in range(600)
+    ]
+    data, pos, lens, offs = columns(keys)
+    ahead = map_of_slots(map_class, 400, kernel)
+    hashed = [ahead.hash_keys(data, pos, lens, lo, lo + 200) for lo in (0, 200, 400)]
+    stops = [ahead.put_hashed(h, offs, 5) for h in hashed]
+    in_order = map_of_slots(map_class, 400, kernel)
+    assert stops == [
+        in_order.put_batch(data, pos, lens, offs, lo, lo + 200, 5) for lo in (0, 200, 400)
+    ]
+    assert np.array_equal(ahead._table, in_order._table)
+    assert (ahead.size, ahead.latest_offset) == (in_order.size, in_order.latest_offset)
+
+
+def test_put_hashed_refuses_keys_of_another_map(map_class: MapClass, kernel: str) -> None:
+    data, pos, lens, offs = columns([b"a", b"b"])
+    one, other = map_of_slots(map_class, 10, kernel), map_of_slots(map_class, 10, kernel)
+    with pytest.raises(ValueError, match="another offset map"):
+        other.put_hashed(one.hash_keys(data, pos, lens), offs, 0)
+    with pytest.raises(ValueError, match="same length"):
+        one.put_hashed(one.hash_keys(data, pos, lens), offs[:1], 0)
+    assert other.size == one.size == 0
+
+
 @pytest.mark.parametrize("cls", MAP_CLASSES, ids=lambda c: c.__name__)
 def test_kernels_build_identical_tables(cls: MapClass) -> None:
     rng = random.Random(7)

@@ -362,24 +362,22 @@ def compact_hash(data: Any, start: int, length: int) -> tuple[int, int, int]:
     return x0, x1, x2
 
 
-# --- Both maps: hash a chunk first, then probe -----------------------------------------------
+# --- Both maps: hash first, then probe ------------------------------------------------------
 #
-# The batch kernels work through the records CHUNK at a time in three passes: hash every keyed
-# record of the chunk into scratch, load the first slot of each (the loads are independent, so
-# their cache misses overlap instead of stalling one after another), then put or get in record
-# order as Kafka does. A chunk may hash records beyond the one a put_batch stops at; that is
-# only wasted work.
+# A put or get is two kernels: one hashes the keys of a range of records into a table of
+# hashes (pure: it reads only the keys, so it can run on another thread, ahead of the puts),
+# the other probes in record order as Kafka does. The probing kernel works CHUNK records at a
+# time: it first loads the home slot of each (the loads are independent, so their cache misses
+# overlap instead of stalling one after another), then puts or gets them. Hashing records beyond
+# the one a put stops at is only wasted work.
+#
+# Hash tables, one row per record of the range: Kafka's map keeps the 16 digest bytes (a uint8
+# table) and the home slot (an int64 table); the compact map three hash words and the home slot
+# (an int64 table of 4 columns). The sum of the prefetching loads is returned, so that they are
+# not dead code.
 
 CHUNK = 64
-# Scratch layout, one row per record of a chunk: Kafka's map keeps the 16 digest bytes and the
-# home slot (17 values), the compact map three hash words and the home slot (4 values). The
-# value after the last row receives the sum of the loaded bytes, so the loads are not dead code.
-SKIMPY_ROW = SKIMPY_HASH_SIZE + 1
 COMPACT_ROW = 4
-
-
-def scratch_size(row: int) -> int:
-    return CHUNK * row + 1
 
 
 # --- Kafka's SkimpyOffsetMap -----------------------------------------------------------------
@@ -411,20 +409,22 @@ def skimpy_slot(digest: Any, d: int, attempt: int, slots: int) -> int:
     return p % slots
 
 
-@_jitable
-def _skimpy_is_empty(table: Any, pos: int) -> bool:
-    for q in range(SKIMPY_ENTRY_SIZE):  # noqa: SIM110 - a loop, not all(generator), for numba
-        if table[pos + q] & 0xFF:
-            return False
-    return True
+# Kafka's entries are compared a word at a time: ``words`` is the table and ``dwords`` the
+# digests, both seen as int64 (entry e is words [3e, 3e + 3): two of digest, one of offset; the
+# digest of row r is dwords [2r, 2r + 2)). Only equality is asked of a word, never arithmetic,
+# so the byte order of the view does not matter and the Python kernel agrees.
 
 
 @_jitable
-def _skimpy_same_digest(table: Any, pos: int, digest: Any, d: int) -> bool:
-    for q in range(SKIMPY_HASH_SIZE):  # noqa: SIM110 - as above
-        if (table[pos + q] & 0xFF) != digest[d + q]:
-            return False
-    return True
+def _skimpy_is_empty(words: Any, w: int) -> bool:
+    empty: bool = words[w] == 0 and words[w + 1] == 0 and words[w + 2] == 0
+    return empty
+
+
+@_jitable
+def _skimpy_same_digest(words: Any, w: int, dwords: Any, r: int) -> bool:
+    same: bool = words[w] == dwords[2 * r] and words[w + 1] == dwords[2 * r + 1]
+    return same
 
 
 @_jitable
@@ -438,42 +438,50 @@ def _skimpy_read_offset(table: Any, pos: int) -> int:
     return top * (1 << 56) + rest
 
 
-@_jitable
-def _skimpy_hash_chunk(
-    table: Any,
+def skimpy_hash_batch(
     slots: int,
     data: Any,
     key_pos: Any,
     key_len: Any,
-    lo: int,
-    hi: int,
+    start: int,
+    stop: int,
     w: Any,
-    rows: Any,
+    digests: Any,
+    home: Any,
 ) -> None:
-    touched = 0
-    for i in range(lo, hi):
+    """Digest and home slot of every keyed record of ``[start, stop)``: record ``i``'s digest
+    at ``digests[16 (i - start):]``, its home slot at ``home[i - start]``."""
+    for i in range(start, stop):
         kl = key_len[i]
         if kl >= 0:
-            d = (i - lo) * SKIMPY_ROW
-            md5_digest(data, key_pos[i], kl, w, rows, d)
-            rows[d + SKIMPY_HASH_SIZE] = skimpy_slot(rows, d, 0, slots)
-    for i in range(lo, hi):
-        if key_len[i] >= 0:
-            touched += table[rows[(i - lo) * SKIMPY_ROW + SKIMPY_HASH_SIZE] * SKIMPY_ENTRY_SIZE]
-    rows[CHUNK * SKIMPY_ROW] = touched & 0xFF
+            d = (i - start) * SKIMPY_HASH_SIZE
+            md5_digest(data, key_pos[i], kl, w, digests, d)
+            home[i - start] = skimpy_slot(digests, d, 0, slots)
 
 
 @_jitable
-def _skimpy_get(table: Any, slots: int, rows: Any, d: int) -> int:
+def _skimpy_touch(words: Any, key_len: Any, home: Any, start: int, lo: int, hi: int) -> int:
+    touched = 0
+    for i in range(lo, hi):
+        if key_len[i] >= 0:
+            touched += words[home[i - start] * 3] & 0xFF
+    return touched
+
+
+@_jitable
+def _skimpy_get(
+    table: Any, words: Any, slots: int, digests: Any, dwords: Any, r: int, first: int
+) -> int:
     # Kafka guards the attempt counter: at most slots + hashSize - 4 probes.
-    pos = rows[d + SKIMPY_HASH_SIZE] * SKIMPY_ENTRY_SIZE
+    slot = first
+    d = r * SKIMPY_HASH_SIZE
     for attempt in range(slots + SKIMPY_LAST_WINDOW):
         if attempt > 0:
-            pos = skimpy_slot(rows, d, attempt, slots) * SKIMPY_ENTRY_SIZE
-        if _skimpy_is_empty(table, pos):
+            slot = skimpy_slot(digests, d, attempt, slots)
+        if _skimpy_is_empty(words, slot * 3):
             return -1
-        if _skimpy_same_digest(table, pos, rows, d):
-            return _skimpy_read_offset(table, pos + SKIMPY_HASH_SIZE)
+        if _skimpy_same_digest(words, slot * 3, dwords, r):
+            return _skimpy_read_offset(table, slot * SKIMPY_ENTRY_SIZE + SKIMPY_HASH_SIZE)
     return -1
 
 
@@ -489,11 +497,10 @@ def _mark_latest(marks: Any, marks_base: int, marks_len: int, old: int, offset: 
         marks[r >> 3] = marks[r >> 3] | (1 << (r & 7))
 
 
-def skimpy_put_batch(
+def skimpy_put_hashed(
     table: Any,
+    words: Any,
     slots: int,
-    data: Any,
-    key_pos: Any,
     key_len: Any,
     offsets: Any,
     start: int,
@@ -502,91 +509,103 @@ def skimpy_put_batch(
     max_desired: int,
     size: int,
     latest: int,
-    w: Any,
-    rows: Any,
+    digests: Any,
+    dwords: Any,
+    home: Any,
     marks: Any,
     marks_base: int,
     marks_len: int,
-) -> tuple[int, int, int]:
-    """Kafka's map-building loop over records ``[start, stop)``; see ``OffsetMap.put_batch``.
+) -> tuple[int, int, int, int]:
+    """Kafka's map-building loop over records ``[start, stop)``, hashed by
+    :func:`skimpy_hash_batch` (row 0 = record ``start``); see ``OffsetMap.put_batch``.
+    ``words`` and ``dwords`` are int64 views of ``table`` and ``digests``.
 
-    Returns ``(index of the record it stopped at, or stop; size; latest offset)``. The caller
-    keeps ``max_desired <= slots``, so an empty slot always exists when a put is attempted.
+    Returns ``(index of the record it stopped at, or stop; size; latest offset; a checksum of
+    the prefetching loads)``. The caller keeps ``max_desired <= slots``, so an empty slot always
+    exists when a put is attempted.
     """
+    touched = 0
     for lo in range(start, stop, CHUNK):
         hi = min(lo + CHUNK, stop)
-        _skimpy_hash_chunk(table, slots, data, key_pos, key_len, lo, hi, w, rows)
+        touched += _skimpy_touch(words, key_len, home, start, lo, hi)
         for i in range(lo, hi):
             offset = offsets[i]
             if key_len[i] < 0 or offset < first_dirty:
                 continue
             if size >= max_desired:
-                return i, size, latest
-            d = (i - lo) * SKIMPY_ROW
+                return i, size, latest, touched
+            r = i - start
             attempt = 0
             old = -1
-            pos = rows[d + SKIMPY_HASH_SIZE] * SKIMPY_ENTRY_SIZE
-            while not _skimpy_is_empty(table, pos):
-                if _skimpy_same_digest(table, pos, rows, d):
-                    old = _skimpy_read_offset(table, pos + SKIMPY_HASH_SIZE)
+            slot = home[r]
+            while not _skimpy_is_empty(words, slot * 3):
+                if _skimpy_same_digest(words, slot * 3, dwords, r):
+                    old = _skimpy_read_offset(table, slot * SKIMPY_ENTRY_SIZE + SKIMPY_HASH_SIZE)
                     break
                 attempt += 1
-                pos = skimpy_slot(rows, d, attempt, slots) * SKIMPY_ENTRY_SIZE
+                slot = skimpy_slot(digests, r * SKIMPY_HASH_SIZE, attempt, slots)
             else:
-                for q in range(SKIMPY_HASH_SIZE):
-                    table[pos + q] = rows[d + q]
+                words[slot * 3] = dwords[2 * r]
+                words[slot * 3 + 1] = dwords[2 * r + 1]
                 size += 1
+            pos = slot * SKIMPY_ENTRY_SIZE + SKIMPY_HASH_SIZE
             for q in range(8):
-                table[pos + SKIMPY_HASH_SIZE + q] = (offset >> (56 - 8 * q)) & 0xFF
+                table[pos + q] = (offset >> (56 - 8 * q)) & 0xFF
             if marks_len > 0:
                 _mark_latest(marks, marks_base, marks_len, old, offset)
             latest = offset
-    return stop, size, latest
+    return stop, size, latest, touched
 
 
-def skimpy_get_batch(
-    table: Any, slots: int, data: Any, key_pos: Any, key_len: Any, out: Any, w: Any, rows: Any
-) -> None:
-    """``out[i]`` = the mapped offset of record i's key, -1 for a null key or an absent one."""
+def skimpy_get_hashed(
+    table: Any, words: Any, slots: int, key_len: Any, digests: Any, dwords: Any, home: Any, out: Any
+) -> int:
+    """``out[i]`` = the mapped offset of record i's key, -1 for a null key or an absent one;
+    the records hashed by :func:`skimpy_hash_batch` from record 0. Returns the load checksum."""
     n = len(out)
+    touched = 0
     for lo in range(0, n, CHUNK):
         hi = min(lo + CHUNK, n)
-        _skimpy_hash_chunk(table, slots, data, key_pos, key_len, lo, hi, w, rows)
+        touched += _skimpy_touch(words, key_len, home, 0, lo, hi)
         for i in range(lo, hi):
             if key_len[i] < 0:
                 out[i] = -1
             else:
-                out[i] = _skimpy_get(table, slots, rows, (i - lo) * SKIMPY_ROW)
+                out[i] = _skimpy_get(table, words, slots, digests, dwords, i, home[i])
+    return touched
 
 
 # --- The compact map: 96-bit hash + 32-bit relative offset, linear probing -------------------
 
 
-@_jitable
-def _compact_hash_chunk(
-    table: Any, slots: int, data: Any, key_pos: Any, key_len: Any, lo: int, hi: int, rows: Any
+def compact_hash_batch(
+    slots: int, data: Any, key_pos: Any, key_len: Any, start: int, stop: int, rows: Any
 ) -> None:
-    touched = 0
-    for i in range(lo, hi):
+    """The three hash words and the home slot of every keyed record of ``[start, stop)``, in
+    row ``i - start`` of ``rows`` (``COMPACT_ROW`` values a row)."""
+    for i in range(start, stop):
         kl = key_len[i]
         if kl >= 0:
-            r = (i - lo) * COMPACT_ROW
+            r = (i - start) * COMPACT_ROW
             h0, h1, h2 = compact_hash(data, key_pos[i], kl)
             rows[r] = h0
             rows[r + 1] = h1
             rows[r + 2] = h2
             rows[r + 3] = (((h1 & 0x7FFFFFFF) << 32) | h0) % slots
+
+
+@_jitable
+def _compact_touch(table: Any, key_len: Any, rows: Any, start: int, lo: int, hi: int) -> int:
+    touched = 0
     for i in range(lo, hi):
         if key_len[i] >= 0:
-            touched += table[rows[(i - lo) * COMPACT_ROW + 3] * COMPACT_WORDS]
-    rows[CHUNK * COMPACT_ROW] = touched & MASK32
+            touched += table[rows[(i - start) * COMPACT_ROW + 3] * COMPACT_WORDS] & MASK32
+    return touched & MASK32
 
 
-def compact_put_batch(
+def compact_put_hashed(
     table: Any,
     slots: int,
-    data: Any,
-    key_pos: Any,
     key_len: Any,
     offsets: Any,
     start: int,
@@ -600,30 +619,32 @@ def compact_put_batch(
     marks: Any,
     marks_base: int,
     marks_len: int,
-) -> tuple[int, int, int, int]:
-    """As :func:`skimpy_put_batch`, and it also stops at an offset that is not within
-    ``[base, base + 2^32)`` while the map holds entries. An empty map takes such an offset as
-    its new base instead, so a pass always maps at least one key.
+) -> tuple[int, int, int, int, int]:
+    """As :func:`skimpy_put_hashed` (rows from :func:`compact_hash_batch`), and it also stops
+    at an offset that is not within ``[base, base + 2^32)`` while the map holds entries. An
+    empty map takes such an offset as its new base instead, so a pass always maps at least one
+    key.
 
-    Returns ``(stopped index or stop, size, latest offset, base)``.
+    Returns ``(stopped index or stop, size, latest offset, base, load checksum)``.
     """
     end = slots * COMPACT_WORDS
+    touched = 0
     for lo in range(start, stop, CHUNK):
         hi = min(lo + CHUNK, stop)
-        _compact_hash_chunk(table, slots, data, key_pos, key_len, lo, hi, rows)
+        touched += _compact_touch(table, key_len, rows, start, lo, hi)
         for i in range(lo, hi):
             offset = offsets[i]
             if key_len[i] < 0 or offset < first_dirty:
                 continue
             if size >= max_desired:
-                return i, size, latest, base
+                return i, size, latest, base, touched
             rel = offset - base
             if rel < 0 or rel > COMPACT_MAX_RELATIVE:
                 if size > 0:
-                    return i, size, latest, base
+                    return i, size, latest, base, touched
                 base = offset
                 rel = 0
-            r = (i - lo) * COMPACT_ROW
+            r = (i - start) * COMPACT_ROW
             h0 = rows[r]
             h1 = rows[r + 1]
             h2 = rows[r + 2]
@@ -649,22 +670,21 @@ def compact_put_batch(
             if marks_len > 0:
                 _mark_latest(marks, marks_base, marks_len, old, offset)
             latest = offset
-    return stop, size, latest, base
+    return stop, size, latest, base, touched
 
 
-def compact_get_batch(
-    table: Any, slots: int, data: Any, key_pos: Any, key_len: Any, base: int, out: Any, rows: Any
-) -> None:
-    """As :func:`skimpy_get_batch`; at most ``slots`` probes per key."""
+def compact_get_hashed(table: Any, slots: int, key_len: Any, base: int, rows: Any, out: Any) -> int:
+    """As :func:`skimpy_get_hashed`; at most ``slots`` probes per key."""
     n = len(out)
     end = slots * COMPACT_WORDS
+    touched = 0
     for lo in range(0, n, CHUNK):
         hi = min(lo + CHUNK, n)
-        _compact_hash_chunk(table, slots, data, key_pos, key_len, lo, hi, rows)
+        touched += _compact_touch(table, key_len, rows, 0, lo, hi)
         for i in range(lo, hi):
             found = -1
             if key_len[i] >= 0:
-                r = (i - lo) * COMPACT_ROW
+                r = i * COMPACT_ROW
                 h0 = rows[r]
                 h1 = rows[r + 1]
                 h2 = rows[r + 2]
@@ -682,6 +702,7 @@ def compact_get_batch(
                     if e == end:
                         e = 0
             out[i] = found
+    return touched
 
 
 # --- Kernel sets -----------------------------------------------------------------------------
@@ -693,10 +714,12 @@ class MapKernels(NamedTuple):
     md5_digest: Callable[..., None]
     murmur3_x64_128: Callable[..., tuple[int, int, int, int]]
     skimpy_slot: Callable[..., int]
-    skimpy_put_batch: Callable[..., tuple[int, int, int]]
-    skimpy_get_batch: Callable[..., None]
-    compact_put_batch: Callable[..., tuple[int, int, int, int]]
-    compact_get_batch: Callable[..., None]
+    skimpy_hash_batch: Callable[..., None]
+    skimpy_put_hashed: Callable[..., tuple[int, int, int, int]]
+    skimpy_get_hashed: Callable[..., int]
+    compact_hash_batch: Callable[..., None]
+    compact_put_hashed: Callable[..., tuple[int, int, int, int, int]]
+    compact_get_hashed: Callable[..., int]
     compiled: bool
 
 
@@ -704,10 +727,12 @@ PYTHON_KERNELS = MapKernels(
     md5_digest,
     murmur3_x64_128,
     skimpy_slot,
-    skimpy_put_batch,
-    skimpy_get_batch,
-    compact_put_batch,
-    compact_get_batch,
+    skimpy_hash_batch,
+    skimpy_put_hashed,
+    skimpy_get_hashed,
+    compact_hash_batch,
+    compact_put_hashed,
+    compact_get_hashed,
     compiled=False,
 )
 
@@ -734,9 +759,11 @@ def numba_kernels() -> MapKernels:
         jit(md5_digest),
         jit(murmur3_x64_128),
         jit(skimpy_slot),
-        jit(skimpy_put_batch),
-        jit(skimpy_get_batch),
-        jit(compact_put_batch),
-        jit(compact_get_batch),
+        jit(skimpy_hash_batch),
+        jit(skimpy_put_hashed),
+        jit(skimpy_get_hashed),
+        jit(compact_hash_batch),
+        jit(compact_put_hashed),
+        jit(compact_get_hashed),
         compiled=True,
     )

@@ -60,7 +60,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -83,6 +83,7 @@ from compactlog.records import (
     read_header,
 )
 from compactlog.records.batch import (
+    CONTROL_FLAG_MASK,
     CRC_OFFSET,
     DELETE_HORIZON_FLAG_MASK,
     RECORD_BATCH_OVERHEAD,
@@ -227,6 +228,49 @@ def _drop_pages(view: memoryview, start: int, end: int) -> None:
         mapped.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
 
+_T = TypeVar("_T")
+
+
+class _MapRegion(NamedTuple):
+    columns: RecordColumns
+    key_len: np.ndarray  # control batches' records hidden (-1): they are never mapped
+    counts: np.ndarray  # records per batch as Kafka's map statistics count them
+
+
+def _prepare_map_region(view: memoryview, r0: int, r1: int, path: str) -> _MapRegion:
+    """A region of the map pass up to the puts: CRC checks and decode."""
+    verify_crcs(view, r0, r1, path)
+    columns = decode_columns(view[r0:r1], verify_crc=False)
+    control = (columns.batch_attributes & CONTROL_FLAG_MASK) != 0
+    counts = np.where(control, 1, columns.batch_records_count)  # a control batch counts one
+    key_len = columns.key_len
+    if control.any():
+        key_len = key_len.copy()
+        key_len[control[columns.batch_index]] = -1
+    return _MapRegion(columns, key_len, counts)
+
+
+def _prepare_copy_region(
+    view: memoryview, r0: int, r1: int, path: str, check: bool
+) -> RecordColumns:
+    """A region of the copy phase up to the filter: CRC checks (unless the map pass did
+    them), decode."""
+    if check:
+        verify_crcs(view, r0, r1, path)
+    return decode_columns(view[r0:r1], verify_crc=False)
+
+
+def _sync_after(write: Future[None], dest: LogSegment) -> None:
+    futures_wait([write])
+    if write.exception() is None:  # a failed append is reported by its own future
+        dest.sync_log()
+
+
+def _chunks_in(chunks: list[tuple[int, int]], r0: int, at: int) -> list[tuple[int, int]]:
+    """The chunks of the region starting at ``r0`` that end at or before ``at``."""
+    return [(s, e) for s, e in chunks if s >= r0 and e <= at]
+
+
 class _Background:
     """The helper thread of one cleaning round: CRC checks and appends to the cleaned segment
     run there while the round's own thread decodes and filters the next region. The compiled
@@ -237,14 +281,19 @@ class _Background:
     def __init__(self, name: str) -> None:
         self._name = name
         self._pool: ThreadPoolExecutor | None = None  # started by the first task
-        self._pending: list[Future[None]] = []
+        self._pending: list[Future[Any]] = []
 
-    def submit(self, fn: Callable[..., None], *args: Any) -> Future[None]:
+    def submit(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix=self._name)
         future = self._pool.submit(fn, *args)
         self._pending.append(future)
         return future
+
+    def discard(self, future: Future[Any]) -> None:
+        """Wait for a task whose result is not wanted; its error, if any, is dropped."""
+        futures_wait([future])
+        self._pending.remove(future)
 
     def wait_all(self) -> None:
         """Wait for every task; raise the first one's error (in submission order)."""
@@ -351,6 +400,7 @@ class Cleaner:
         self.fast_path = fast_path
         self._filter_kernel = _rk.filter_region_kernel(kernel)
         self._background = _Background(f"compactlog-cleaner-{thread_id}-io")  # one per round
+        self._syncer = _Background(f"compactlog-cleaner-{thread_id}-sync")
         # Byte ranges of each segment (by base offset) whose CRCs this round already checked.
         self._verified: dict[int, tuple[int, int]] = {}
         self._out_buffers = [_EMPTY_OUT, _EMPTY_OUT]
@@ -372,6 +422,7 @@ class Cleaner:
         # caller that cleans "as of" another time still gets true durations.
         stats = CleanerStats(start_ms=self.clock())
         self._background = _Background(f"compactlog-cleaner-{self.thread_id}-io")
+        self._syncer = _Background(f"compactlog-cleaner-{self.thread_id}-sync")
         self._verified = {}
         self._writes = [None, None]
         self._region_count = 0
@@ -394,6 +445,7 @@ class Cleaner:
                 stats.groups += 1
         finally:
             self._background.close()
+            self._syncer.close()
             self._verified = {}
             self._out_buffers = [_EMPTY_OUT, _EMPTY_OUT]
         stats.end_ms = self.clock()
@@ -434,34 +486,37 @@ class Cleaner:
             view, position, self.buffers, log.config.max_message_bytes, segment.log_path
         )
         _drop_pages(view, position, len(view))  # the walk touched a page per batch
-        for region in _regions(chunks, self.buffers.region_bytes):
-            self.check_abort(log)
-            r0, r1 = region[0][0], region[-1][1]
+        regions = [
+            (region[0][0], region[-1][1]) for region in _regions(chunks, self.buffers.region_bytes)
+        ]
+
+        def prepare(k: int) -> Future[_MapRegion]:
+            r0, r1 = regions[k]
             self.throttler.maybe_throttle(r1 - r0)
-            crc_checked = self._background.submit(verify_crcs, view, r0, r1, segment.log_path)
-            columns = decode_columns(view[r0:r1], verify_crc=False)
-            headers = columns.batch_headers
-            control = np.fromiter((h.is_control for h in headers), bool, len(headers))
-            counts = np.fromiter(
-                (1 if h.is_control else h.records_count for h in headers), np.int64, len(headers)
-            )
-            key_len = columns.key_len
-            if control.any():
-                key_len = key_len.copy()
-                key_len[control[columns.batch_index]] = -1
+            return self._background.submit(_prepare_map_region, view, r0, r1, segment.log_path)
+
+        # The helper thread checks and decodes region k + 1 while this one hashes and puts the
+        # keys of region k (the two halves take about as long).
+        pending = prepare(0) if regions else None
+        for k, (r0, r1) in enumerate(regions):
+            self.check_abort(log)
+            assert pending is not None
+            columns, key_len, counts = pending.result()  # a corrupt region fails here
+            pending = prepare(k + 1) if k + 1 < len(regions) else None
             n = len(columns)
             done = offset_map.put_batch(
                 columns.data, columns.key_pos, key_len, columns.offsets, 0, n, start
             )
-            crc_checked.result()  # a corrupt region fails the round before the map is used
             _drop_pages(view, r0, r1)
             self._verified[segment.base_offset] = (chunks[0][0], r1)
             if done < n:
+                if pending is not None:
+                    self._background.discard(pending)  # read ahead for nothing
                 # Full inside batch j: batches before it were fully processed.
                 j = int(columns.batch_index[done])
                 first_of_j = int(np.searchsorted(columns.batch_index, j, side="left"))
                 at = r0 + int(columns.batch_position[j])
-                stats.map_bytes_read += sum(e - s for s, e in region if e <= at)
+                stats.map_bytes_read += sum(e - s for s, e in _chunks_in(chunks, r0, at))
                 stats.map_messages_read += int(counts[:j].sum()) + done - first_of_j
                 put_in_j = done > first_of_j and bool(
                     (
@@ -470,15 +525,17 @@ class Cleaner:
                     ).any()
                 )
                 if not put_in_j:
-                    previous = [h.last_offset for h in headers[:j] if h.last_offset >= start]
-                    if previous:
-                        offset_map.update_latest_offset(previous[-1])
+                    previous = columns.batch_last_offset[:j]
+                    previous = previous[previous >= start]
+                    if len(previous):
+                        offset_map.update_latest_offset(int(previous[-1]))
                 return True
             stats.map_bytes_read += r1 - r0
             stats.map_messages_read += int(counts.sum())
-            last = [h.last_offset for h in headers if h.last_offset >= start]
-            if last:
-                offset_map.update_latest_offset(last[-1])
+            mapped_last = columns.batch_last_offset
+            mapped_last = mapped_last[mapped_last >= start]  # batches at or after the start
+            if len(mapped_last):
+                offset_map.update_latest_offset(int(mapped_last[-1]))
         offset_map.update_latest_offset(next_start - 1)
         return False
 
@@ -498,12 +555,14 @@ class Cleaner:
                 self._clean_into(log, source, cleaned, now, upper_bound, transactions, stats)
                 stats.segments_read += 1
             self._background.wait_all()  # the last appends
+            self._syncer.wait_all()  # the early fsyncs
             cleaned.on_become_inactive()
             cleaned.flush()
             cleaned.release_index_handles()
             cleaned.set_last_modified_ms(group[-1].last_modified_ms())
         except BaseException:
             self._background.close()  # no append may still be running when the files go
+            self._syncer.close()
             cleaned.delete_files()
             raise
         log.replace_segments(cleaned, group)
@@ -535,21 +594,34 @@ class Cleaner:
         # Batches the map pass of this round checked need no second CRC check.
         verified_lo, verified_hi = self._verified.get(source.base_offset, (0, 0))
         writes = self._writes  # the round's, across segments: an append may still be running
-        for region in _regions(chunks, self.buffers.region_bytes):
+        regions = list(_regions(chunks, self.buffers.region_bytes))
+
+        def prepare(k: int) -> Future[RecordColumns]:
+            r0, r1 = regions[k][0][0], regions[k][-1][1]
+            self.throttler.maybe_throttle(r1 - r0)
+            check = not verified_lo <= r0 < r1 <= verified_hi
+            return self._background.submit(
+                _prepare_copy_region, view, r0, r1, source.log_path, check
+            )
+
+        # The helper thread checks and decodes region k + 1 (and appends region k - 1's
+        # survivors) while this one filters region k.
+        pending = prepare(0) if regions else None
+        for i, region in enumerate(regions):
             k = self._region_count
             self._region_count += 1
             self.check_abort(log)
             r0, r1 = region[0][0], region[-1][1]
-            self.throttler.maybe_throttle(r1 - r0)
+            assert pending is not None
+            columns = pending.result()  # a corrupt region fails here, before any append of it
+            pending = prepare(i + 1) if i + 1 < len(regions) else None
             stats.bytes_read += r1 - r0
-            crc_checked = None
-            if not verified_lo <= r0 < r1 <= verified_hi:
-                crc_checked = self._background.submit(verify_crcs, view, r0, r1, source.log_path)
             previous_write = writes[k % 2]
             if previous_write is not None:
                 previous_write.result()  # its output buffer is about to be reused
             data, pieces = self._filter_region(
                 view[r0:r1],
+                columns,
                 r0,
                 region,
                 now,
@@ -559,16 +631,19 @@ class Cleaner:
                 stats,
                 k % 2,
             )
-            if crc_checked is not None:
-                crc_checked.result()
             _drop_pages(view, r0, r1)
             if pieces:
                 self.throttler.maybe_throttle(len(data))
                 writes[k % 2] = self._background.submit(dest.append_pieces, data, pieces)
+        # Start this segment's share of the group's fsync while the next one is filtered.
+        last = writes[(self._region_count - 1) % 2]
+        if last is not None:
+            self._syncer.submit(_sync_after, last, dest)
 
     def _filter_region(
         self,
         region_view: memoryview,
+        columns: RecordColumns,
         r0: int,
         region: list[tuple[int, int]],
         now: int,
@@ -580,10 +655,8 @@ class Cleaner:
     ) -> tuple[bytes | memoryview, list[AppendPiece]]:
         """One region: the bytes to append and one piece per chunk that kept anything. The
         bytes may live in output buffer ``buffer``, valid until the region after next."""
-        columns = decode_columns(region_view, verify_crc=False)
         found = self._lookup(columns)
-        headers = columns.batch_headers
-        nb = len(headers)
+        nb = columns.batch_count
         positions = columns.batch_position
         starts = np.zeros(nb + 1, dtype=np.int64)
         np.cumsum(columns.batch_records_count, out=starts[1:])
@@ -646,6 +719,7 @@ class Cleaner:
 
         # Some batches go record by record: splice their bytes in, in order.
         decisions = self._decide(columns, found, now)
+        headers = columns.batch_headers
         parts: list[bytes | memoryview] = []
         pieces = []
         caller_set = set(callers)
@@ -684,7 +758,7 @@ class Cleaner:
                 length += len(kept_bytes)
                 max_offset = max(max_offset, kept_max_offset)
                 if batch_max_ts > max_ts:
-                    max_ts, offset_of_max_ts = batch_max_ts, headers[b].last_offset
+                    max_ts, offset_of_max_ts = batch_max_ts, int(last_offsets[b])
             if length:
                 pieces.append((max_offset, max_ts, offset_of_max_ts, length))
         return b"".join(parts), pieces
@@ -705,12 +779,10 @@ class Cleaner:
 
     def _decide(self, columns: RecordColumns, found: np.ndarray, now: int) -> _ChunkDecisions:
         """The record rule of spec 5.4 for every record of a region at once (numpy)."""
-        headers = columns.batch_headers
-        count = len(headers)
-        retain_tombstone = np.fromiter(
-            (h.delete_horizon_ms is None or now < h.delete_horizon_ms for h in headers),
-            bool,
-            count,
+        count = columns.batch_count
+        # No delete horizon stamped yet, or not reached.
+        retain_tombstone = ((columns.batch_attributes & DELETE_HORIZON_FLAG_MASK) == 0) | (
+            now < columns.batch_base_timestamp
         )
         batch = columns.batch_index
         offsets = columns.offsets
@@ -719,7 +791,7 @@ class Cleaner:
         tombstone = columns.value_len < 0
         keep = beyond | (has_key & (offsets >= found) & (~tombstone | retain_tombstone[batch]))
         starts = np.zeros(count + 1, dtype=np.int64)
-        np.cumsum([h.records_count for h in headers], out=starts[1:])
+        np.cumsum(columns.batch_records_count, out=starts[1:])
         return _ChunkDecisions(
             columns=columns,
             keep=keep,

@@ -68,6 +68,7 @@ interpreted (the reference the tests compare against), ``"auto"`` numba when it 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
 import numpy as np
@@ -127,6 +128,15 @@ class OffsetMap(Protocol):
     def get_batch(
         self, data: Data, key_pos: IntColumn, key_len: IntColumn
     ) -> npt.NDArray[np.int64]: ...
+    def hash_keys(
+        self,
+        data: Data,
+        key_pos: IntColumn,
+        key_len: IntColumn,
+        start: int = 0,
+        stop: int | None = None,
+    ) -> HashedKeys: ...
+    def put_hashed(self, keys: HashedKeys, offsets: IntColumn, first_dirty_offset: int) -> int: ...
     def track_latest(self, start: int, end: int) -> None: ...
     def latest_marks(
         self, offsets: npt.NDArray[np.int64]
@@ -151,7 +161,7 @@ def _select_kernels(kernel: str) -> _k.MapKernels:
 
 
 class _Columns:
-    """Record columns, checked and shaped for one kernel (arrays for numba, lists for Python)."""
+    """Key columns, checked and shaped for one kernel (arrays for numba, lists for Python)."""
 
     def __init__(
         self,
@@ -159,7 +169,6 @@ class _Columns:
         data: Data,
         key_pos: IntColumn,
         key_len: IntColumn,
-        offsets: IntColumn | None,
         start: int,
         stop: int,
     ) -> None:
@@ -172,8 +181,8 @@ class _Columns:
         pos = np.ascontiguousarray(key_pos, np.int64)
         lens = np.ascontiguousarray(key_len, np.int32)
         n = len(pos)
-        if len(lens) != n or (offsets is not None and len(offsets) != n):
-            raise ValueError("key_pos, key_len and offsets must have the same length")
+        if len(lens) != n:
+            raise ValueError("key_pos and key_len must have the same length")
         if not 0 <= start <= stop <= n:
             raise ValueError(f"bad record range [{start}, {stop}) of {n} records")
         # The compiled kernel does not check bounds: every key must lie inside data.
@@ -182,22 +191,34 @@ class _Columns:
         keyed = sel_len >= 0
         if np.any(keyed & ((sel_pos < 0) | (sel_pos > len(arr) - sel_len.astype(np.int64)))):
             raise ValueError(f"a key lies outside data ({len(arr)} bytes)")
+        self.length = n
         self.data: Any
         self.key_pos: Any
         self.key_len: Any
-        self.offsets: Any
         if compiled:
             # Always read-only, so numba compiles one specialisation, not one per writability.
             self.data = arr.view()
             self.data.flags.writeable = False
             self.key_pos = pos
             self.key_len = lens
-            self.offsets = None if offsets is None else np.ascontiguousarray(offsets, np.int64)
         else:
             self.data = arr.data
             self.key_pos = pos.tolist()
             self.key_len = lens.tolist()
-            self.offsets = None if offsets is None else np.asarray(offsets, np.int64).tolist()
+
+
+@dataclass(frozen=True, eq=False)
+class HashedKeys:
+    """The keys of records ``[start, stop)`` of some record columns, hashed for one map by
+    :meth:`OffsetMap.hash_keys`, ready for :meth:`OffsetMap.put_hashed`. Hashing only reads
+    the keys, so it may run on another thread while the map takes earlier puts."""
+
+    start: int
+    stop: int
+    length: int  # records in the columns
+    key_len: Any  # the whole key-length column, as the kernel takes it
+    hashes: tuple[Any, ...]  # the kernel's hash tables, one row per record of the range
+    owner: object  # the map they were hashed for (its slots decide the home slots)
 
 
 _NO_MARKS = np.zeros(1, np.uint8)
@@ -305,14 +326,39 @@ class _HashOffsetMap:
             raise OffsetMapFullError("Attempted to add a new entry to a full offset map.")
         if not INT64_MIN <= offset <= INT64_MAX:
             raise ValueError(f"offset {offset} is not an int64")
-        cols = self._single(key, offset)
-        stopped = self._put(cols, 0, 1, INT64_MIN, self.slots)
+        keys = self.hash_keys(key, [0], [len(key)])
+        stopped = self._put(keys, self._offsets([offset]), INT64_MIN, self.slots)
         if stopped != 1:
             raise self._stop_error(offset)
 
     def get(self, key: bytes) -> int:
         """The offset mapped for ``key``, or -1."""
-        return int(self._get(self._single(key, None))[0])
+        return int(self._get(self.hash_keys(key, [0], [len(key)]))[0])
+
+    def hash_keys(
+        self,
+        data: Data,
+        key_pos: IntColumn,
+        key_len: IntColumn,
+        start: int = 0,
+        stop: int | None = None,
+    ) -> HashedKeys:
+        """Hash the keys of records ``[start, stop)`` (default: all) for this map. Thread-safe:
+        it reads only the keys and the map's size, never the table."""
+        stop = len(key_pos) if stop is None else stop
+        cols = _Columns(self._kernels.compiled, data, key_pos, key_len, start, stop)
+        return HashedKeys(
+            start, stop, cols.length, cols.key_len, self._hash(cols, start, stop), self
+        )
+
+    def put_hashed(self, keys: HashedKeys, offsets: IntColumn, first_dirty_offset: int) -> int:
+        """:meth:`put_batch` of keys hashed by :meth:`hash_keys`; ``offsets`` is the whole
+        offset column of the records they came from."""
+        if keys.owner is not self:
+            raise ValueError("the keys were hashed for another offset map")
+        if len(offsets) != keys.length:
+            raise ValueError("key_pos, key_len and offsets must have the same length")
+        return self._put(keys, self._offsets(offsets), first_dirty_offset, self.max_desired_size)
 
     def put_batch(
         self,
@@ -332,34 +378,36 @@ class _HashOffsetMap:
         Kafka's rule) the loop stops and returns that record's index; else the key is put and
         the latest offset becomes its offset. Returns ``stop`` when every record was processed.
         """
-        cols = _Columns(self._kernels.compiled, data, key_pos, key_len, offsets, start, stop)
-        return self._put(cols, start, stop, first_dirty_offset, self.max_desired_size)
+        if len(offsets) != len(key_pos):
+            raise ValueError("key_pos, key_len and offsets must have the same length")
+        keys = self.hash_keys(data, key_pos, key_len, start, stop)
+        return self.put_hashed(keys, offsets, first_dirty_offset)
 
     def get_batch(
         self, data: Data, key_pos: IntColumn, key_len: IntColumn
     ) -> npt.NDArray[np.int64]:
         """``get`` of every record's key: an int64 array, -1 for null and absent keys."""
-        return self._get(
-            _Columns(self._kernels.compiled, data, key_pos, key_len, None, 0, len(key_pos))
-        )
+        return self._get(self.hash_keys(data, key_pos, key_len))
 
-    def _single(self, key: bytes, offset: int | None) -> _Columns:
-        offsets = None if offset is None else [offset]
-        return _Columns(self._kernels.compiled, key, [0], [len(key)], offsets, 0, 1)
+    def _offsets(self, offsets: IntColumn) -> Any:
+        if self._kernels.compiled:
+            return np.ascontiguousarray(offsets, np.int64)
+        return np.asarray(offsets, np.int64).tolist()
 
-    def _scratch(self, n: int) -> Any:
-        """Kernel scratch: an int64 array for numba, a list for the Python kernel."""
-        return np.zeros(n, np.int64) if self._kernels.compiled else [0] * n
+    def _new(self, n: int, dtype: type[np.integer[Any]] = np.int64) -> Any:
+        """A kernel table of n values: an array for numba, a list for the Python kernel."""
+        return np.zeros(n, dtype) if self._kernels.compiled else [0] * n
 
     def _table_view(self) -> Any:
         return self._table if self._kernels.compiled else self._table.data
 
-    def _put(
-        self, cols: _Columns, start: int, stop: int, first_dirty: int, max_desired: int
-    ) -> int:
+    def _hash(self, cols: _Columns, start: int, stop: int) -> tuple[Any, ...]:
         raise NotImplementedError
 
-    def _get(self, cols: _Columns) -> npt.NDArray[np.int64]:
+    def _put(self, keys: HashedKeys, offsets: Any, first_dirty: int, max_desired: int) -> int:
+        raise NotImplementedError
+
+    def _get(self, keys: HashedKeys) -> npt.NDArray[np.int64]:
         raise NotImplementedError
 
     def _stop_error(self, offset: int) -> CompactlogError:
@@ -388,45 +436,63 @@ class SkimpyOffsetMap(_HashOffsetMap):
         self, memory: int, load_factor: float = DEFAULT_LOAD_FACTOR, *, kernel: str = "auto"
     ) -> None:
         super().__init__(memory, load_factor, kernel)
-        self._w = self._scratch(16)
-        self._rows = self._scratch(_k.scratch_size(_k.SKIMPY_ROW))
 
-    def _put(
-        self, cols: _Columns, start: int, stop: int, first_dirty: int, max_desired: int
-    ) -> int:
-        index, size, latest = self._kernels.skimpy_put_batch(
-            self._table_view(),
+    def _hash(self, cols: _Columns, start: int, stop: int) -> tuple[Any, ...]:
+        n = stop - start
+        digests: Any = np.zeros(n * _k.SKIMPY_HASH_SIZE, np.uint8)
+        if self._kernels.compiled:
+            dwords = digests.view(np.int64)
+        else:
+            digests = bytearray(n * _k.SKIMPY_HASH_SIZE)
+            dwords = memoryview(digests).cast("q")
+        home = self._new(n)
+        self._kernels.skimpy_hash_batch(
             self.slots,
             cols.data,
             cols.key_pos,
             cols.key_len,
-            cols.offsets,
             start,
             stop,
+            self._new(16),
+            digests,
+            home,
+        )
+        return digests, dwords, home
+
+    def _words(self) -> Any:
+        """The table as int64 words (see ``_map_kernels``: compared, never computed with)."""
+        if self._kernels.compiled:
+            return self._table.view(np.int64)
+        return self._table.data.cast("q")
+
+    def _put(self, keys: HashedKeys, offsets: Any, first_dirty: int, max_desired: int) -> int:
+        digests, dwords, home = keys.hashes
+        index, size, latest, _ = self._kernels.skimpy_put_hashed(
+            self._table_view(),
+            self._words(),
+            self.slots,
+            keys.key_len,
+            offsets,
+            keys.start,
+            keys.stop,
             first_dirty,
             max_desired,
             self._size,
             self._latest,
-            self._w,
-            self._rows,
+            digests,
+            dwords,
+            home,
             *self._marks_args(),
         )
         self._size = int(size)
         self._latest = int(latest)
         return int(index)
 
-    def _get(self, cols: _Columns) -> npt.NDArray[np.int64]:
-        n = len(cols.key_pos)
-        out: Any = np.empty(n, np.int64) if self._kernels.compiled else [0] * n
-        self._kernels.skimpy_get_batch(
-            self._table_view(),
-            self.slots,
-            cols.data,
-            cols.key_pos,
-            cols.key_len,
-            out,
-            self._w,
-            self._rows,
+    def _get(self, keys: HashedKeys) -> npt.NDArray[np.int64]:
+        digests, dwords, home = keys.hashes
+        out = self._new(keys.length)
+        self._kernels.skimpy_get_hashed(
+            self._table_view(), self._words(), self.slots, keys.key_len, digests, dwords, home, out
         )
         return np.asarray(out, np.int64)
 
@@ -453,7 +519,6 @@ class CompactOffsetMap(_HashOffsetMap):
     ) -> None:
         super().__init__(memory, load_factor, kernel)
         self._base = self._checked_base(base_offset)
-        self._rows = self._scratch(_k.scratch_size(_k.COMPACT_ROW))
 
     @property
     def base_offset(self) -> int:
@@ -495,24 +560,27 @@ class CompactOffsetMap(_HashOffsetMap):
             "new base_offset and start a new pass"
         )
 
-    def _put(
-        self, cols: _Columns, start: int, stop: int, first_dirty: int, max_desired: int
-    ) -> int:
-        index, size, latest, base = self._kernels.compact_put_batch(
+    def _hash(self, cols: _Columns, start: int, stop: int) -> tuple[Any, ...]:
+        rows = self._new((stop - start) * _k.COMPACT_ROW)
+        self._kernels.compact_hash_batch(
+            self.slots, cols.data, cols.key_pos, cols.key_len, start, stop, rows
+        )
+        return (rows,)
+
+    def _put(self, keys: HashedKeys, offsets: Any, first_dirty: int, max_desired: int) -> int:
+        index, size, latest, base, _ = self._kernels.compact_put_hashed(
             self._table_view(),
             self.slots,
-            cols.data,
-            cols.key_pos,
-            cols.key_len,
-            cols.offsets,
-            start,
-            stop,
+            keys.key_len,
+            offsets,
+            keys.start,
+            keys.stop,
             first_dirty,
             max_desired,
             self._size,
             self._latest,
             self._base,
-            self._rows,
+            keys.hashes[0],
             *self._marks_args(),
         )
         self._size = int(size)
@@ -520,17 +588,9 @@ class CompactOffsetMap(_HashOffsetMap):
         self._base = int(base)
         return int(index)
 
-    def _get(self, cols: _Columns) -> npt.NDArray[np.int64]:
-        n = len(cols.key_pos)
-        out: Any = np.empty(n, np.int64) if self._kernels.compiled else [0] * n
-        self._kernels.compact_get_batch(
-            self._table_view(),
-            self.slots,
-            cols.data,
-            cols.key_pos,
-            cols.key_len,
-            self._base,
-            out,
-            self._rows,
+    def _get(self, keys: HashedKeys) -> npt.NDArray[np.int64]:
+        out = self._new(keys.length)
+        self._kernels.compact_get_hashed(
+            self._table_view(), self.slots, keys.key_len, self._base, keys.hashes[0], out
         )
         return np.asarray(out, np.int64)

@@ -56,6 +56,7 @@ from __future__ import annotations
 import logging
 import mmap
 import struct
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
@@ -229,6 +230,8 @@ def _drop_pages(view: memoryview, start: int, end: int) -> None:
 
 
 _T = TypeVar("_T")
+# Regions the helper thread checks and decodes ahead of the one being mapped or filtered.
+_READ_AHEAD = 1
 
 
 class _MapRegion(NamedTuple):
@@ -289,6 +292,14 @@ class _Background:
         future = self._pool.submit(fn, *args)
         self._pending.append(future)
         return future
+
+    def take(self, future: Future[_T]) -> _T:
+        """A task's result (or its error), no longer kept for :meth:`wait_all`: a read-ahead's
+        result is a whole decoded region, which must not outlive its use."""
+        try:
+            return future.result()
+        finally:
+            self._pending.remove(future)
 
     def discard(self, future: Future[Any]) -> None:
         """Wait for a task whose result is not wanted; its error, if any, is dropped."""
@@ -497,12 +508,12 @@ class Cleaner:
 
         # The helper thread checks and decodes region k + 1 while this one hashes and puts the
         # keys of region k (the two halves take about as long).
-        pending = prepare(0) if regions else None
+        ahead = deque(prepare(j) for j in range(min(_READ_AHEAD, len(regions))))
         for k, (r0, r1) in enumerate(regions):
             self.check_abort(log)
-            assert pending is not None
-            columns, key_len, counts = pending.result()  # a corrupt region fails here
-            pending = prepare(k + 1) if k + 1 < len(regions) else None
+            columns, key_len, counts = self._background.take(ahead.popleft())  # corrupt: fails
+            if k + _READ_AHEAD < len(regions):
+                ahead.append(prepare(k + _READ_AHEAD))
             n = len(columns)
             done = offset_map.put_batch(
                 columns.data, columns.key_pos, key_len, columns.offsets, 0, n, start
@@ -510,8 +521,8 @@ class Cleaner:
             _drop_pages(view, r0, r1)
             self._verified[segment.base_offset] = (chunks[0][0], r1)
             if done < n:
-                if pending is not None:
-                    self._background.discard(pending)  # read ahead for nothing
+                for unused in ahead:
+                    self._background.discard(unused)  # read ahead for nothing
                 # Full inside batch j: batches before it were fully processed.
                 j = int(columns.batch_index[done])
                 first_of_j = int(np.searchsorted(columns.batch_index, j, side="left"))
@@ -606,15 +617,15 @@ class Cleaner:
 
         # The helper thread checks and decodes region k + 1 (and appends region k - 1's
         # survivors) while this one filters region k.
-        pending = prepare(0) if regions else None
+        ahead = deque(prepare(j) for j in range(min(_READ_AHEAD, len(regions))))
         for i, region in enumerate(regions):
             k = self._region_count
             self._region_count += 1
             self.check_abort(log)
             r0, r1 = region[0][0], region[-1][1]
-            assert pending is not None
-            columns = pending.result()  # a corrupt region fails here, before any append of it
-            pending = prepare(i + 1) if i + 1 < len(regions) else None
+            columns = self._background.take(ahead.popleft())  # corrupt: fails, before any append
+            if i + _READ_AHEAD < len(regions):
+                ahead.append(prepare(i + _READ_AHEAD))
             stats.bytes_read += r1 - r0
             previous_write = writes[k % 2]
             if previous_write is not None:

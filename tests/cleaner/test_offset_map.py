@@ -117,6 +117,33 @@ def test_md5_matches_hashlib(kernel: str, data: bytes, prefix: int) -> None:
     )
 
 
+@HYPOTHESIS
+@given(
+    keys=st.lists(
+        st.one_of(
+            st.none(),
+            st.binary(max_size=70),
+            st.sampled_from(MD5_EDGE_LENGTHS).flatmap(lambda n: st.binary(min_size=n, max_size=n)),
+        ),
+        max_size=12,
+    ),
+    start=st.integers(0, 2),
+)
+def test_hash_keys_digests_are_md5(kernel: str, keys: list[bytes | None], start: int) -> None:
+    """Kafka's map hashes one-block keys two at a time (pairs, a leftover, longer keys in
+    between): every digest is still MD5's, and every home slot Kafka's."""
+    m = SkimpyOffsetMap(97 * SkimpyOffsetMap.entry_size, kernel=kernel)
+    start = min(start, len(keys))
+    data, pos, lens, _ = columns(keys)
+    digests, _, home = m.hash_keys(data, pos, lens, start).hashes
+    for i, key in enumerate(keys[start:]):
+        if key is None:
+            continue
+        digest = bytes(int(b) for b in digests[16 * i : 16 * i + 16])
+        assert digest == hashlib.md5(key).digest()
+        assert home[i] == kernels(kernel).skimpy_slot(digests, 16 * i, 0, 97)
+
+
 # --- MurmurHash3_x64_128 -------------------------------------------------------------------------
 
 M64 = (1 << 64) - 1

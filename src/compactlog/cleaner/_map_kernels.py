@@ -184,6 +184,154 @@ def _md5_transform(a: int, b: int, c: int, d: int, w: Any) -> tuple[int, int, in
 
 
 @_jitable
+def _md5_transform2(
+    a: int, b: int, c: int, d: int, w: Any, e: int, f: int, g: int, h: int, v: Any
+) -> tuple[int, int, int, int, int, int, int, int]:
+    """:func:`_md5_transform` of two blocks at once, their steps interleaved: one MD5 is a
+    chain of 64 dependent steps, so a lone one leaves most of the CPU idle; two independent
+    chains side by side hash two keys in about the time of 1.3."""
+    a0, b0, c0, d0, e0, f0, g0, h0 = a, b, c, d, e, f, g, h
+    a = _md5_f(a, b, c, d, w[0], 7, 0xD76AA478)
+    e = _md5_f(e, f, g, h, v[0], 7, 0xD76AA478)
+    d = _md5_f(d, a, b, c, w[1], 12, 0xE8C7B756)
+    h = _md5_f(h, e, f, g, v[1], 12, 0xE8C7B756)
+    c = _md5_f(c, d, a, b, w[2], 17, 0x242070DB)
+    g = _md5_f(g, h, e, f, v[2], 17, 0x242070DB)
+    b = _md5_f(b, c, d, a, w[3], 22, 0xC1BDCEEE)
+    f = _md5_f(f, g, h, e, v[3], 22, 0xC1BDCEEE)
+    a = _md5_f(a, b, c, d, w[4], 7, 0xF57C0FAF)
+    e = _md5_f(e, f, g, h, v[4], 7, 0xF57C0FAF)
+    d = _md5_f(d, a, b, c, w[5], 12, 0x4787C62A)
+    h = _md5_f(h, e, f, g, v[5], 12, 0x4787C62A)
+    c = _md5_f(c, d, a, b, w[6], 17, 0xA8304613)
+    g = _md5_f(g, h, e, f, v[6], 17, 0xA8304613)
+    b = _md5_f(b, c, d, a, w[7], 22, 0xFD469501)
+    f = _md5_f(f, g, h, e, v[7], 22, 0xFD469501)
+    a = _md5_f(a, b, c, d, w[8], 7, 0x698098D8)
+    e = _md5_f(e, f, g, h, v[8], 7, 0x698098D8)
+    d = _md5_f(d, a, b, c, w[9], 12, 0x8B44F7AF)
+    h = _md5_f(h, e, f, g, v[9], 12, 0x8B44F7AF)
+    c = _md5_f(c, d, a, b, w[10], 17, 0xFFFF5BB1)
+    g = _md5_f(g, h, e, f, v[10], 17, 0xFFFF5BB1)
+    b = _md5_f(b, c, d, a, w[11], 22, 0x895CD7BE)
+    f = _md5_f(f, g, h, e, v[11], 22, 0x895CD7BE)
+    a = _md5_f(a, b, c, d, w[12], 7, 0x6B901122)
+    e = _md5_f(e, f, g, h, v[12], 7, 0x6B901122)
+    d = _md5_f(d, a, b, c, w[13], 12, 0xFD987193)
+    h = _md5_f(h, e, f, g, v[13], 12, 0xFD987193)
+    c = _md5_f(c, d, a, b, w[14], 17, 0xA679438E)
+    g = _md5_f(g, h, e, f, v[14], 17, 0xA679438E)
+    b = _md5_f(b, c, d, a, w[15], 22, 0x49B40821)
+    f = _md5_f(f, g, h, e, v[15], 22, 0x49B40821)
+    a = _md5_g(a, b, c, d, w[1], 5, 0xF61E2562)
+    e = _md5_g(e, f, g, h, v[1], 5, 0xF61E2562)
+    d = _md5_g(d, a, b, c, w[6], 9, 0xC040B340)
+    h = _md5_g(h, e, f, g, v[6], 9, 0xC040B340)
+    c = _md5_g(c, d, a, b, w[11], 14, 0x265E5A51)
+    g = _md5_g(g, h, e, f, v[11], 14, 0x265E5A51)
+    b = _md5_g(b, c, d, a, w[0], 20, 0xE9B6C7AA)
+    f = _md5_g(f, g, h, e, v[0], 20, 0xE9B6C7AA)
+    a = _md5_g(a, b, c, d, w[5], 5, 0xD62F105D)
+    e = _md5_g(e, f, g, h, v[5], 5, 0xD62F105D)
+    d = _md5_g(d, a, b, c, w[10], 9, 0x02441453)
+    h = _md5_g(h, e, f, g, v[10], 9, 0x02441453)
+    c = _md5_g(c, d, a, b, w[15], 14, 0xD8A1E681)
+    g = _md5_g(g, h, e, f, v[15], 14, 0xD8A1E681)
+    b = _md5_g(b, c, d, a, w[4], 20, 0xE7D3FBC8)
+    f = _md5_g(f, g, h, e, v[4], 20, 0xE7D3FBC8)
+    a = _md5_g(a, b, c, d, w[9], 5, 0x21E1CDE6)
+    e = _md5_g(e, f, g, h, v[9], 5, 0x21E1CDE6)
+    d = _md5_g(d, a, b, c, w[14], 9, 0xC33707D6)
+    h = _md5_g(h, e, f, g, v[14], 9, 0xC33707D6)
+    c = _md5_g(c, d, a, b, w[3], 14, 0xF4D50D87)
+    g = _md5_g(g, h, e, f, v[3], 14, 0xF4D50D87)
+    b = _md5_g(b, c, d, a, w[8], 20, 0x455A14ED)
+    f = _md5_g(f, g, h, e, v[8], 20, 0x455A14ED)
+    a = _md5_g(a, b, c, d, w[13], 5, 0xA9E3E905)
+    e = _md5_g(e, f, g, h, v[13], 5, 0xA9E3E905)
+    d = _md5_g(d, a, b, c, w[2], 9, 0xFCEFA3F8)
+    h = _md5_g(h, e, f, g, v[2], 9, 0xFCEFA3F8)
+    c = _md5_g(c, d, a, b, w[7], 14, 0x676F02D9)
+    g = _md5_g(g, h, e, f, v[7], 14, 0x676F02D9)
+    b = _md5_g(b, c, d, a, w[12], 20, 0x8D2A4C8A)
+    f = _md5_g(f, g, h, e, v[12], 20, 0x8D2A4C8A)
+    a = _md5_h(a, b, c, d, w[5], 4, 0xFFFA3942)
+    e = _md5_h(e, f, g, h, v[5], 4, 0xFFFA3942)
+    d = _md5_h(d, a, b, c, w[8], 11, 0x8771F681)
+    h = _md5_h(h, e, f, g, v[8], 11, 0x8771F681)
+    c = _md5_h(c, d, a, b, w[11], 16, 0x6D9D6122)
+    g = _md5_h(g, h, e, f, v[11], 16, 0x6D9D6122)
+    b = _md5_h(b, c, d, a, w[14], 23, 0xFDE5380C)
+    f = _md5_h(f, g, h, e, v[14], 23, 0xFDE5380C)
+    a = _md5_h(a, b, c, d, w[1], 4, 0xA4BEEA44)
+    e = _md5_h(e, f, g, h, v[1], 4, 0xA4BEEA44)
+    d = _md5_h(d, a, b, c, w[4], 11, 0x4BDECFA9)
+    h = _md5_h(h, e, f, g, v[4], 11, 0x4BDECFA9)
+    c = _md5_h(c, d, a, b, w[7], 16, 0xF6BB4B60)
+    g = _md5_h(g, h, e, f, v[7], 16, 0xF6BB4B60)
+    b = _md5_h(b, c, d, a, w[10], 23, 0xBEBFBC70)
+    f = _md5_h(f, g, h, e, v[10], 23, 0xBEBFBC70)
+    a = _md5_h(a, b, c, d, w[13], 4, 0x289B7EC6)
+    e = _md5_h(e, f, g, h, v[13], 4, 0x289B7EC6)
+    d = _md5_h(d, a, b, c, w[0], 11, 0xEAA127FA)
+    h = _md5_h(h, e, f, g, v[0], 11, 0xEAA127FA)
+    c = _md5_h(c, d, a, b, w[3], 16, 0xD4EF3085)
+    g = _md5_h(g, h, e, f, v[3], 16, 0xD4EF3085)
+    b = _md5_h(b, c, d, a, w[6], 23, 0x04881D05)
+    f = _md5_h(f, g, h, e, v[6], 23, 0x04881D05)
+    a = _md5_h(a, b, c, d, w[9], 4, 0xD9D4D039)
+    e = _md5_h(e, f, g, h, v[9], 4, 0xD9D4D039)
+    d = _md5_h(d, a, b, c, w[12], 11, 0xE6DB99E5)
+    h = _md5_h(h, e, f, g, v[12], 11, 0xE6DB99E5)
+    c = _md5_h(c, d, a, b, w[15], 16, 0x1FA27CF8)
+    g = _md5_h(g, h, e, f, v[15], 16, 0x1FA27CF8)
+    b = _md5_h(b, c, d, a, w[2], 23, 0xC4AC5665)
+    f = _md5_h(f, g, h, e, v[2], 23, 0xC4AC5665)
+    a = _md5_i(a, b, c, d, w[0], 6, 0xF4292244)
+    e = _md5_i(e, f, g, h, v[0], 6, 0xF4292244)
+    d = _md5_i(d, a, b, c, w[7], 10, 0x432AFF97)
+    h = _md5_i(h, e, f, g, v[7], 10, 0x432AFF97)
+    c = _md5_i(c, d, a, b, w[14], 15, 0xAB9423A7)
+    g = _md5_i(g, h, e, f, v[14], 15, 0xAB9423A7)
+    b = _md5_i(b, c, d, a, w[5], 21, 0xFC93A039)
+    f = _md5_i(f, g, h, e, v[5], 21, 0xFC93A039)
+    a = _md5_i(a, b, c, d, w[12], 6, 0x655B59C3)
+    e = _md5_i(e, f, g, h, v[12], 6, 0x655B59C3)
+    d = _md5_i(d, a, b, c, w[3], 10, 0x8F0CCC92)
+    h = _md5_i(h, e, f, g, v[3], 10, 0x8F0CCC92)
+    c = _md5_i(c, d, a, b, w[10], 15, 0xFFEFF47D)
+    g = _md5_i(g, h, e, f, v[10], 15, 0xFFEFF47D)
+    b = _md5_i(b, c, d, a, w[1], 21, 0x85845DD1)
+    f = _md5_i(f, g, h, e, v[1], 21, 0x85845DD1)
+    a = _md5_i(a, b, c, d, w[8], 6, 0x6FA87E4F)
+    e = _md5_i(e, f, g, h, v[8], 6, 0x6FA87E4F)
+    d = _md5_i(d, a, b, c, w[15], 10, 0xFE2CE6E0)
+    h = _md5_i(h, e, f, g, v[15], 10, 0xFE2CE6E0)
+    c = _md5_i(c, d, a, b, w[6], 15, 0xA3014314)
+    g = _md5_i(g, h, e, f, v[6], 15, 0xA3014314)
+    b = _md5_i(b, c, d, a, w[13], 21, 0x4E0811A1)
+    f = _md5_i(f, g, h, e, v[13], 21, 0x4E0811A1)
+    a = _md5_i(a, b, c, d, w[4], 6, 0xF7537E82)
+    e = _md5_i(e, f, g, h, v[4], 6, 0xF7537E82)
+    d = _md5_i(d, a, b, c, w[11], 10, 0xBD3AF235)
+    h = _md5_i(h, e, f, g, v[11], 10, 0xBD3AF235)
+    c = _md5_i(c, d, a, b, w[2], 15, 0x2AD7D2BB)
+    g = _md5_i(g, h, e, f, v[2], 15, 0x2AD7D2BB)
+    b = _md5_i(b, c, d, a, w[9], 21, 0xEB86D391)
+    f = _md5_i(f, g, h, e, v[9], 21, 0xEB86D391)
+    return (
+        (a + a0) & MASK32,
+        (b + b0) & MASK32,
+        (c + c0) & MASK32,
+        (d + d0) & MASK32,
+        (e + e0) & MASK32,
+        (f + f0) & MASK32,
+        (g + g0) & MASK32,
+        (h + h0) & MASK32,
+    )
+
+
+@_jitable
 def _md5_fill_block(data: Any, start: int, length: int, block: int, total: int, w: Any) -> None:
     """The 16 words of the block at message position ``block``, padding included (RFC 3.1-3.2):
     the message, a 0x80 byte, zeros, and the length in bits as a little-endian uint64."""
@@ -217,11 +365,45 @@ def md5_digest(data: Any, start: int, length: int, w: Any, digest: Any, at: int)
     for block in range(0, total, 64):
         _md5_fill_block(data, start, length, block, total, w)
         a, b, c, d = _md5_transform(a, b, c, d, w)
+    _md5_put(digest, at, a, b, c, d)
+
+
+# A key of up to 55 bytes is one block once padded (a 0x80 byte and the 8-byte length follow).
+MD5_ONE_BLOCK = 55
+
+
+@_jitable
+def _md5_put(digest: Any, at: int, a: int, b: int, c: int, d: int) -> None:
     for q in range(4):
         digest[at + q] = (a >> (8 * q)) & 0xFF
         digest[at + 4 + q] = (b >> (8 * q)) & 0xFF
         digest[at + 8 + q] = (c >> (8 * q)) & 0xFF
         digest[at + 12 + q] = (d >> (8 * q)) & 0xFF
+
+
+@_jitable
+def md5_digest_pair(
+    data: Any,
+    start1: int,
+    length1: int,
+    start2: int,
+    length2: int,
+    w: Any,
+    v: Any,
+    digest: Any,
+    at1: int,
+    at2: int,
+) -> None:
+    """:func:`md5_digest` of two messages of at most :data:`MD5_ONE_BLOCK` bytes each, hashed
+    side by side (``w`` and ``v``: 16 words of scratch each)."""
+    _md5_fill_block(data, start1, length1, 0, 64, w)
+    _md5_fill_block(data, start2, length2, 0, 64, v)
+    a, b, c, d, e, f, g, h = _md5_transform2(
+        0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, w,
+        0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, v,
+    )  # fmt: skip
+    _md5_put(digest, at1, a, b, c, d)
+    _md5_put(digest, at2, e, f, g, h)
 
 
 # --- MurmurHash3_x64_128 on (high, low) 32-bit halves ---------------------------------------
@@ -446,17 +628,43 @@ def skimpy_hash_batch(
     start: int,
     stop: int,
     w: Any,
+    v: Any,
     digests: Any,
     home: Any,
 ) -> None:
     """Digest and home slot of every keyed record of ``[start, stop)``: record ``i``'s digest
-    at ``digests[16 (i - start):]``, its home slot at ``home[i - start]``."""
+    at ``digests[16 (i - start):]``, its home slot at ``home[i - start]``. Keys of one block
+    are hashed two at a time (:func:`md5_digest_pair`); ``w`` and ``v`` are scratch."""
+    held = -1  # a one-block key waiting for a partner
     for i in range(start, stop):
         kl = key_len[i]
-        if kl >= 0:
-            d = (i - start) * SKIMPY_HASH_SIZE
-            md5_digest(data, key_pos[i], kl, w, digests, d)
-            home[i - start] = skimpy_slot(digests, d, 0, slots)
+        if kl < 0:
+            continue
+        if kl > MD5_ONE_BLOCK:
+            md5_digest(data, key_pos[i], kl, w, digests, (i - start) * SKIMPY_HASH_SIZE)
+        elif held < 0:
+            held = i
+            continue
+        else:
+            md5_digest_pair(
+                data,
+                key_pos[held],
+                key_len[held],
+                key_pos[i],
+                kl,
+                w,
+                v,
+                digests,
+                (held - start) * SKIMPY_HASH_SIZE,
+                (i - start) * SKIMPY_HASH_SIZE,
+            )
+            home[held - start] = skimpy_slot(digests, (held - start) * SKIMPY_HASH_SIZE, 0, slots)
+            held = -1
+        home[i - start] = skimpy_slot(digests, (i - start) * SKIMPY_HASH_SIZE, 0, slots)
+    if held >= 0:
+        d = (held - start) * SKIMPY_HASH_SIZE
+        md5_digest(data, key_pos[held], key_len[held], w, digests, d)
+        home[held - start] = skimpy_slot(digests, d, 0, slots)
 
 
 @_jitable

@@ -454,6 +454,7 @@ class SkimpyOffsetMap(_HashOffsetMap):
             start,
             stop,
             self._new(16),
+            self._new(16),
             digests,
             home,
         )

@@ -9,8 +9,10 @@ compacted topic with ``segment.bytes`` = ``--segment-mib`` (128). Two update ord
 (``--order``): ``shuffled``, the updates in a uniformly random order, so that nearly every batch
 keeps some of its records and is rebuilt (the realistic case); ``rounds``, every key once, then
 every key again, so that a batch is either dropped whole or kept verbatim (the best case). The
-log is rolled, then ONE cleaning (``Store.clean_log``, the default offset map) runs in a fresh
-subprocess that opens the store and cleans, after warming the compiled kernels on a tiny store.
+log is rolled, then one cleaning (``Store.clean_log`` with the offset map of the job) runs in a
+fresh subprocess that opens the store and cleans, after warming the compiled kernels on a tiny
+store. This is repeated ``--repeats`` (3) times on the log as built, each cleaning between the
+bound's reads and its write; the figures are medians, and every repeat is listed.
 
 Figures:
 
@@ -45,6 +47,7 @@ import math
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -319,29 +322,52 @@ def clean_in_subprocess(store_dir: str, dedupe_bytes: int, offset_map: str) -> d
 @dataclass
 class CleaningRun:
     built: BuiltLog
-    clean: dict[str, Any]
-    bound: dict[str, Any]
+    clean: dict[str, Any]  # the cleaning of median duration
+    bound: dict[str, Any]  # the median of each part of the bound over the repeats
+    repeats: list[tuple[float, float]]  # (cleaner seconds, bound seconds) of every repeat
 
 
 def run_cleaning(
     store_dir: str, updates: Updates, args: argparse.Namespace, offset_map: str
 ) -> CleaningRun:
+    """Build the log once, then ``--repeats`` times: restore the log as built, measure the
+    bound's reads, clean in a fresh process, measure the bound's write. The disk and page
+    cache of the development VM drift by a third between minutes, so the figures are the
+    medians of cleanings and bounds measured alternately."""
     built = build_log(store_dir, updates, args.segment_mib * MIB)
-    # The bound's reads: the dirty section (everything rolled: never cleaned) and the whole log.
-    read_dirty, dirty_bytes = read_files_seconds(built.segment_paths)
-    read_log, log_bytes = read_files_seconds(built.segment_paths)
-    clean = clean_in_subprocess(store_dir, args.dedupe_mib * MIB, offset_map)
-    # The bound's write, right after the cleaning: the kept bytes, one file per cleaned group.
-    write_kept = write_files_seconds(store_dir, clean["bytes_written"], clean["groups"])
-    bound = {
-        "read_dirty_seconds": read_dirty,
-        "read_log_seconds": read_log,
-        "write_kept_seconds": write_kept,
-        "seconds": read_dirty + read_log + write_kept,
-        "bytes_read": dirty_bytes + log_bytes,
-        "bytes_written": clean["bytes_written"],
-    }
-    return CleaningRun(built, clean, bound)
+    pristine = store_dir + ".as-built"
+    repeats = max(1, args.repeats)
+    if repeats > 1:
+        shutil.rmtree(pristine, ignore_errors=True)
+        shutil.copytree(store_dir, pristine)
+    cleans: list[dict[str, Any]] = []
+    bounds: list[dict[str, Any]] = []
+    for i in range(repeats):
+        if i > 0:
+            shutil.rmtree(store_dir)
+            shutil.copytree(pristine, store_dir)
+        # The bound's reads: the dirty section (everything rolled: never cleaned) and the log.
+        read_dirty, dirty_bytes = read_files_seconds(built.segment_paths)
+        read_log, log_bytes = read_files_seconds(built.segment_paths)
+        clean = clean_in_subprocess(store_dir, args.dedupe_mib * MIB, offset_map)
+        # The bound's write, right after the cleaning: the kept bytes, one file per group.
+        write_kept = write_files_seconds(store_dir, clean["bytes_written"], clean["groups"])
+        cleans.append(clean)
+        bounds.append(
+            {
+                "read_dirty_seconds": read_dirty,
+                "read_log_seconds": read_log,
+                "write_kept_seconds": write_kept,
+                "seconds": read_dirty + read_log + write_kept,
+                "bytes_read": dirty_bytes + log_bytes,
+                "bytes_written": clean["bytes_written"],
+            }
+        )
+    shutil.rmtree(pristine, ignore_errors=True)
+    median_clean = sorted(cleans, key=lambda c: c["seconds"])[len(cleans) // 2]
+    bound = {key: statistics.median(b[key] for b in bounds) for key in bounds[0]}
+    pairs = [(c["seconds"], b["seconds"]) for c, b in zip(cleans, bounds, strict=True)]
+    return CleaningRun(built, median_clean, bound, pairs)
 
 
 def _r(x: float, digits: int = 3) -> float:
@@ -355,8 +381,9 @@ def emit_cleaning(
     seconds = c["seconds"]
     rewrite_seconds = max(seconds - c["index_seconds"], 1e-9)
     common = {
-        "what": "one Store.clean_log of the whole rolled log in a fresh process; MB/s = bytes "
-        "the cleaner read to rewrite the log / wall seconds of the cleaning (map pass included)",
+        "what": "Store.clean_log of the whole rolled log in a fresh process, the median of "
+        "--repeats cleanings of the same log; MB/s = bytes the cleaner read to rewrite the log "
+        "/ wall seconds of the cleaning (map pass included)",
         "order": updates.order,
         "offset_map": c["offset_map"],
         "records": updates.count,
@@ -389,6 +416,12 @@ def emit_cleaning(
             "write_kept_seconds": _r(b["write_kept_seconds"]),
         },
         "ratio": _r(b["seconds"] / seconds),
+        "repeats": {
+            "what": "every repeat's cleaner and bound seconds; the figures above are medians",
+            "cleaner_seconds": [_r(c) for c, _ in run.repeats],
+            "bound_seconds": [_r(x) for _, x in run.repeats],
+            "ratios": [_r(x / c) for c, x in run.repeats],
+        },
         "phase_ratios": {
             "index": _r(b["read_dirty_seconds"] / max(c["index_seconds"], 1e-9)),
             "rewrite": _r((b["read_log_seconds"] + b["write_kept_seconds"]) / rewrite_seconds),
@@ -553,6 +586,9 @@ def main() -> int:
     )
     parser.add_argument(
         "--order", choices=("shuffled", "rounds", "both"), default="both", help="update order"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="cleanings (and bounds) per job; medians reported"
     )
     parser.add_argument("--no-rocksdb", action="store_true", help="skip the RocksDB comparison")
     parser.add_argument(

@@ -275,10 +275,13 @@ def _chunks_in(chunks: list[tuple[int, int]], r0: int, at: int) -> list[tuple[in
 
 
 class _Background:
-    """The helper thread of one cleaning round: CRC checks and appends to the cleaned segment
-    run there while the round's own thread decodes and filters the next region. The compiled
-    loops, crc32c and file writes release the GIL, so on two cores the two overlap; the output
-    is the same as doing everything in order, which is what every wait below enforces.
+    """A helper thread of one cleaning round, running its tasks in submission order.
+
+    The round has two: the I/O helper reads ahead (CRC checks and decode of the next region)
+    and appends to the cleaned segment while the round's own thread puts keys or filters; the
+    sync helper starts each source segment's share of the cleaned segment's fsync. The compiled
+    loops, crc32c and file I/O release the GIL, so on two cores the work overlaps; the output is
+    the same as doing everything in order, which is what every wait below enforces.
     """
 
     def __init__(self, name: str) -> None:

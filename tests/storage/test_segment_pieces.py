@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import struct
 from pathlib import Path
 
 from compactlog.records import build_batch
@@ -46,4 +46,12 @@ def test_pieces_index_exactly_as_separate_appends(tmp_path: Path) -> None:
         a = (tmp_path / "appends" / name).read_bytes()
         b = (tmp_path / "pieces" / name).read_bytes()
         assert a == b, name
-    assert os.path.getsize(tmp_path / "pieces" / "00000000000000000000.index") > 0
+    # And the files hold what the segment holds in memory (appends are batched too).
+    index = (tmp_path / "pieces" / "00000000000000000000.index").read_bytes()
+    assert [(rel, pos) for rel, pos in struct.iter_unpack(">ii", index)] == [
+        (offset, position) for offset, position in together.offset_index.items()
+    ]
+    times = (tmp_path / "pieces" / "00000000000000000000.timeindex").read_bytes()
+    assert len(times) > 12 and [ts for ts, _ in struct.iter_unpack(">qi", times)] == sorted(
+        {ts for ts, _ in struct.iter_unpack(">qi", times)}
+    )

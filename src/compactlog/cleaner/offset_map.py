@@ -378,8 +378,6 @@ class _HashOffsetMap:
         Kafka's rule) the loop stops and returns that record's index; else the key is put and
         the latest offset becomes its offset. Returns ``stop`` when every record was processed.
         """
-        if len(offsets) != len(key_pos):
-            raise ValueError("key_pos, key_len and offsets must have the same length")
         keys = self.hash_keys(data, key_pos, key_len, start, stop)
         return self.put_hashed(keys, offsets, first_dirty_offset)
 
@@ -394,9 +392,9 @@ class _HashOffsetMap:
             return np.ascontiguousarray(offsets, np.int64)
         return np.asarray(offsets, np.int64).tolist()
 
-    def _new(self, n: int, dtype: type[np.integer[Any]] = np.int64) -> Any:
-        """A kernel table of n values: an array for numba, a list for the Python kernel."""
-        return np.zeros(n, dtype) if self._kernels.compiled else [0] * n
+    def _new(self, n: int) -> Any:
+        """A kernel table of n int64 values: an array for numba, a list for the Python kernel."""
+        return np.zeros(n, np.int64) if self._kernels.compiled else [0] * n
 
     def _table_view(self) -> Any:
         return self._table if self._kernels.compiled else self._table.data
@@ -439,8 +437,9 @@ class SkimpyOffsetMap(_HashOffsetMap):
 
     def _hash(self, cols: _Columns, start: int, stop: int) -> tuple[Any, ...]:
         n = stop - start
-        digests: Any = np.zeros(n * _k.SKIMPY_HASH_SIZE, np.uint8)
+        digests: Any
         if self._kernels.compiled:
+            digests = np.zeros(n * _k.SKIMPY_HASH_SIZE, np.uint8)
             dwords = digests.view(np.int64)
         else:
             digests = bytearray(n * _k.SKIMPY_HASH_SIZE)

@@ -73,13 +73,16 @@ class _Index:
 
     def _write_entry(self, position: int, data: bytes) -> None:
         batch = self._batch
-        if batch is not None:
-            if not batch or position == self._batch_at + len(batch):
-                if not batch:
-                    self._batch_at = position
-                batch += data
-                return
-            self._write_batch()
+        if batch is None:
+            self._write_at(position, data)
+            return
+        if batch and position != self._batch_at + len(batch):
+            self._flush_batch()  # not contiguous: what is held goes first
+        if not batch:
+            self._batch_at = position
+        batch += data
+
+    def _write_at(self, position: int, data: bytes) -> None:
         handle = self._handle()
         handle.write_at(position, data)
         self._file_length = max(self._file_length, position + len(data))
@@ -93,17 +96,13 @@ class _Index:
         try:
             yield
         finally:
-            self._write_batch()
+            self._flush_batch()
             self._batch = None
 
-    def _write_batch(self) -> None:
-        batch = self._batch
-        if batch:
-            self._batch = None  # so that the write below goes to the file
-            try:
-                self._write_entry(self._batch_at, bytes(batch))
-            finally:
-                self._batch = bytearray()
+    def _flush_batch(self) -> None:
+        if self._batch:
+            self._write_at(self._batch_at, bytes(self._batch))
+            self._batch.clear()
 
     def preallocate(self) -> None:
         """Extend the file to its maximum size, as Kafka does for an active segment's index."""

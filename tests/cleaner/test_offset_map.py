@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import itertools
+import mmap
 import random
 import struct
 from typing import Any
@@ -329,6 +330,26 @@ def test_clear(map_class: MapClass, kernel: str) -> None:
     assert m.get(b"k3") == -1
     m.put(b"k3", 1)
     assert (m.get(b"k3"), m.size) == (1, 1)
+
+
+@pytest.mark.parametrize("expected_puts", [0, 10, 10**6])
+def test_clear_for_many_puts_gives_the_same_empty_map(
+    map_class: MapClass, kernel: str, expected_puts: int
+) -> None:
+    """Only the page size of the table depends on ``expected_puts``: an own mapping (huge
+    pages advised) once the puts would touch most 4 KiB pages of it, never anything visible."""
+    m = map_class(4 << 20, kernel=kernel)
+    m.put(b"old", 3)
+    m.clear(expected_puts=expected_puts)
+    many = expected_puts >= (4 << 20) // mmap.PAGESIZE
+    own_mapping = not m._table.flags.owndata  # np.frombuffer of an anonymous mmap
+    assert own_mapping == (many and hasattr(mmap, "MADV_HUGEPAGE"))
+    assert (m.size, m.latest_offset) == (0, -1)
+    assert not m._table.any()
+    assert m.get(b"old") == -1
+    for i in range(100):
+        m.put(b"k%d" % i, 10 + i)
+    assert [m.get(b"k%d" % i) for i in range(100)] == list(range(10, 110))
 
 
 def test_full_map(map_class: MapClass, kernel: str) -> None:

@@ -154,20 +154,46 @@ def _lengths(view: memoryview) -> list[int]:
     return out
 
 
-def test_chunks_take_the_whole_batches_that_fit_the_read_buffer() -> None:
+_BOTH_KERNELS = pytest.mark.parametrize("kernel", ["python", "numba"])
+
+
+@_BOTH_KERNELS
+def test_chunks_can_start_mid_segment(kernel: str) -> None:
+    # The map pass starts at the first dirty offset's position, inside a segment.
+    view = _segment([100] * 6)
+    sizes = _lengths(view)
+    start = 2 * sizes[0]
+    buffers = CleanerBuffers(2 * sizes[0] + 5, 1_048_588)
+    chunks = kafka_chunks(view, start, buffers, 1_048_588, "seg", kernel)
+    assert chunks == [(start, start + 2 * sizes[0]), (start + 2 * sizes[0], len(view))]
+
+
+@_BOTH_KERNELS
+def test_a_batch_length_too_short_for_a_record_is_corrupt(kernel: str) -> None:
+    raw = bytearray(_segment([100, 100]))
+    second = _lengths(memoryview(bytes(raw)))[0]
+    raw[second + 8 : second + 12] = (13).to_bytes(4, "big")
+    with pytest.raises(CorruptRecordError, match=f"batch at position {second} claims 25 bytes"):
+        kafka_chunks(memoryview(bytes(raw)), 0, CleanerBuffers(), 1_048_588, "seg", kernel)
+
+
+@_BOTH_KERNELS
+def test_chunks_take_the_whole_batches_that_fit_the_read_buffer(kernel: str) -> None:
     view = _segment([100] * 10)
     size = _lengths(view)[0]
-    chunks = kafka_chunks(view, 0, CleanerBuffers(3 * size + 5, 1_048_588), 1_048_588, "seg")
+    buffers = CleanerBuffers(3 * size + 5, 1_048_588)
+    chunks = kafka_chunks(view, 0, buffers, 1_048_588, "seg", kernel)
     assert [(e - s) // size for s, e in chunks] == [3, 3, 3, 1]
     assert chunks[0][0] == 0 and chunks[-1][1] == len(view)
 
 
-def test_a_grown_buffer_stays_grown_for_the_rest_of_the_segment() -> None:
+@_BOTH_KERNELS
+def test_a_grown_buffer_stays_grown_for_the_rest_of_the_segment(kernel: str) -> None:
     # 1 KiB buffer; a 1.5 KiB batch doubles it to 2 KiB (min(2 * capacity, max.message.bytes
     # or message.max.bytes)), and the following small batches are read 2 KiB at a time.
     view = _segment([1500, 300, 300, 300, 300, 300, 300, 300])
     sizes = _lengths(view)
-    chunks = kafka_chunks(view, 0, CleanerBuffers(1024, 1_048_588), 1_048_588, "seg")
+    chunks = kafka_chunks(view, 0, CleanerBuffers(1024, 1_048_588), 1_048_588, "seg", kernel)
     # The re-read with 2 KiB takes the big batch and the small one after it.
     assert sizes[0] + sizes[1] <= 2048 < sizes[0] + sizes[1] + sizes[2]
     assert chunks[0] == (0, sizes[0] + sizes[1])
@@ -176,22 +202,25 @@ def test_a_grown_buffer_stays_grown_for_the_rest_of_the_segment() -> None:
     assert second == sum(sizes[2 : 2 + 2048 // sizes[2]])
 
 
-def test_the_buffer_grows_to_the_batch_size_beyond_max_message_bytes() -> None:
+@_BOTH_KERNELS
+def test_the_buffer_grows_to_the_batch_size_beyond_max_message_bytes(kernel: str) -> None:
     # capacity >= max.message.bytes (and message.max.bytes): Kafka grows to the batch's size.
     view = _segment([5000, 10])
     sizes = _lengths(view)
-    chunks = kafka_chunks(view, 0, CleanerBuffers(1024, 1024), 1024, "seg")
+    chunks = kafka_chunks(view, 0, CleanerBuffers(1024, 1024), 1024, "seg", kernel)
     assert chunks == [(0, sizes[0]), (sizes[0], sizes[0] + sizes[1])]
 
 
-def test_a_batch_claiming_more_than_the_segment_holds_is_corrupt() -> None:
+@_BOTH_KERNELS
+def test_a_batch_claiming_more_than_the_segment_holds_is_corrupt(kernel: str) -> None:
     raw = bytearray(_segment([100]))
     raw[8:12] = (10_000).to_bytes(4, "big")
     with pytest.raises(CorruptRecordError, match="claims"):
-        kafka_chunks(memoryview(bytes(raw)), 0, CleanerBuffers(), 1_048_588, "seg")
+        kafka_chunks(memoryview(bytes(raw)), 0, CleanerBuffers(), 1_048_588, "seg", kernel)
 
 
-def test_trailing_bytes_shorter_than_a_batch_header_are_corrupt() -> None:
+@_BOTH_KERNELS
+def test_trailing_bytes_shorter_than_a_batch_header_are_corrupt(kernel: str) -> None:
     view = memoryview(bytes(_segment([100])) + b"\0" * 5)
     with pytest.raises(CorruptRecordError, match="trailing"):
-        kafka_chunks(view, 0, CleanerBuffers(), 1_048_588, "seg")
+        kafka_chunks(view, 0, CleanerBuffers(), 1_048_588, "seg", kernel)

@@ -47,6 +47,9 @@ def test_uncompressed_positions_point_into_the_input(kernel: str) -> None:
     assert cols.batch_index.tolist() == [0, 0, 1]
     assert buf[cols.key_pos[0] : cols.key_pos[0] + 2] == b"k1"
     assert buf[cols.value_pos[0] : cols.value_pos[0] + 2] == b"v1"
+    # Each record starts at its length varint (one byte here: zig-zag of the length).
+    first_record_length = buf[61] >> 1
+    assert cols.record_pos.tolist() == [61, 61 + 1 + first_record_length, len(first) + 61]
     assert [cols.key(i) for i in range(3)] == [b"k1", None, b""]
     assert [cols.value(i) for i in range(3)] == [b"v1", b"", None]
     assert cols.headers(2) == (("h", b"x"),)
@@ -181,6 +184,7 @@ def _arrays(cols: RecordColumns) -> dict[str, list[int]]:
         "value_len",
         "headers_pos",
         "headers_count",
+        "record_pos",
         "batch_index",
         "batch_base_offset",
         "batch_last_offset",

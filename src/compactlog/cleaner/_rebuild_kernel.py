@@ -61,6 +61,36 @@ def _put_uvarint(out: Any, pos: int, u: int) -> int:
     return pos + 1
 
 
+def _rewrite_record(
+    src: Any,
+    start: int,
+    old_base_ts: int,
+    fixed_ts: int,
+    use_fixed_ts: bool,
+    new_base_ts: int,
+    out: Any,
+    o: int,
+) -> tuple[int, int]:
+    """Write the record at ``src[start:]`` into ``out`` from ``o`` with its timestamp delta
+    taken from ``new_base_ts``; returns the end in ``out`` and the record's end in ``src``.
+
+    The record's timestamp is ``old_base_ts + delta``, or ``fixed_ts`` for LogAppendTime
+    batches (``use_fixed_ts``).
+    """
+    length_z, body = _read_uvarint(src, start)
+    record_end = body + _unzigzag(length_z)
+    delta_z, rest = _read_uvarint(src, body + 1)
+    ts = fixed_ts if use_fixed_ts else old_base_ts + _unzigzag(delta_z)
+    new_delta_z = _zigzag64(ts - new_base_ts)
+    rest_len = record_end - rest
+    new_length = 1 + _uvarint_size(new_delta_z) + rest_len
+    o = _put_uvarint(out, o, 2 * new_length)
+    out[o] = src[body]  # the record attributes byte
+    o = _put_uvarint(out, o + 1, new_delta_z)
+    _kernels.copy_bytes(out, o, src, rest, rest_len)
+    return o + rest_len, record_end
+
+
 def _rebuild_into(
     src: Any,
     start: int,
@@ -76,27 +106,19 @@ def _rebuild_into(
 ) -> int:
     """Write the kept records of ``src[start:end]`` into ``out`` from ``o``; returns the end.
 
-    Record ``i`` of the section is kept when ``keep[first + i]``. A record's timestamp is
-    ``old_base_ts + delta``, or ``fixed_ts`` for LogAppendTime batches (``use_fixed_ts``); its
-    new delta is that minus ``new_base_ts``.
+    Record ``i`` of the section is kept when ``keep[first + i]``; each is rewritten by
+    :func:`_rewrite_record`.
     """
     pos = start
     i = first
     while pos < end:
-        length_z, body = _read_uvarint(src, pos)
-        record_end = body + _unzigzag(length_z)
         if keep[i]:
-            delta_z, rest = _read_uvarint(src, body + 1)
-            ts = fixed_ts if use_fixed_ts else old_base_ts + _unzigzag(delta_z)
-            new_delta_z = _zigzag64(ts - new_base_ts)
-            rest_len = record_end - rest
-            new_length = 1 + _uvarint_size(new_delta_z) + rest_len
-            o = _put_uvarint(out, o, 2 * new_length)
-            out[o] = src[body]  # the record attributes byte
-            o = _put_uvarint(out, o + 1, new_delta_z)
-            out[o : o + rest_len] = src[rest:record_end]
-            o += rest_len
-        pos = record_end
+            o, pos = _rewrite_record(
+                src, pos, old_base_ts, fixed_ts, use_fixed_ts, new_base_ts, out, o
+            )
+        else:
+            length_z, body = _read_uvarint(src, pos)
+            pos = body + _unzigzag(length_z)
         i += 1
     return o
 
@@ -159,6 +181,7 @@ def filter_region(
     timestamps: Any,
     key_len: Any,
     value_len: Any,
+    record_pos: Any,
     found: Any,
     keep: Any,
     latest_offset: int,
@@ -174,7 +197,9 @@ def filter_region(
     ``[b_first[b], b_first[b + 1])`` of the record columns; ``found`` is the offset map's entry
     for each record's key (-1 when absent or keyless). Kept batches are written to ``out`` back
     to back: copied verbatim, or rebuilt with the kept records and the delete horizon stamped
-    when a kept tombstone needs one. Batches in ``SPECIAL_MASK``, empty batches that must stay
+    when a kept tombstone needs one. A rebuild reads only the kept records, at ``record_pos``
+    (walking every record's length instead would be a chain of dependent reads, one cache
+    miss per record). Batches in ``SPECIAL_MASK``, empty batches that must stay
     (the one ending at ``upper_bound``) and batches with extreme timestamps are left to the
     caller (``A_CALLER``), which splices its own bytes in at ``res[b, R_OUT_START]``. Returns
     the bytes written. ``keep`` is scratch (one byte per record).
@@ -237,7 +262,7 @@ def filter_region(
         pos = b_pos[b]
         size = b_size[b]
         if kept == stop - first and not need_horizon:
-            out[o : o + size] = src[pos : pos + size]
+            _kernels.copy_bytes(out, o, src, pos, size)
             o += size
             res[b, R_ACTION] = A_COPY
             res[b, R_INDEX_OFFSET] = b_last_offset[b]
@@ -253,20 +278,20 @@ def filter_region(
             ):
                 continue  # the caller rebuilds it record by record
             log_append = (attr & _LOG_APPEND_TIME_FLAG) != 0
-            out[o : o + _HEADER] = src[pos : pos + _HEADER]
-            end = _rebuild_into(
-                src,
-                pos + _HEADER,
-                pos + size,
-                keep,
-                first,
-                b_base_ts[b],
-                b_max_ts[b],
-                log_append,
-                new_base,
-                out,
-                o + _HEADER,
-            )
+            _kernels.copy_bytes(out, o, src, pos, _HEADER)
+            end = o + _HEADER
+            for i in range(first_kept, last_kept + 1):
+                if keep[i]:
+                    end, _ = _rewrite_record(
+                        src,
+                        record_pos[i],
+                        b_base_ts[b],
+                        b_max_ts[b],
+                        log_append,
+                        new_base,
+                        out,
+                        end,
+                    )
             max_ts = b_max_ts[b] if log_append else ts_max
             attributes = attr & ~_DELETE_HORIZON_FLAG
             if has_horizon:
@@ -287,12 +312,42 @@ def filter_region(
     return o
 
 
+# A batch's length field (batchLength) sits 8 bytes in; it counts the bytes after the first 12.
+_LOG_OVERHEAD = 12
+# The smallest batchLength the cleaner's reads accept (Kafka's header minus the first 12 bytes
+# would be 49; its read loop only refuses lengths below a legacy record's minimum, 14).
+MIN_READ_LENGTH = 14
+
+
+def batch_ends(data: Any, start: int, ends: Any) -> int:
+    """The end position of each whole batch of ``data[start:]``, in ``ends``; returns how many.
+
+    The walk stops at the first place a batch cannot be framed: fewer than 12 bytes left, a
+    batchLength below :data:`MIN_READ_LENGTH`, or a batch longer than the bytes left; the
+    caller finds it at the last end (or ``start``) and names the problem. ``ends`` needs room
+    for ``(len(data) - start) // 26 + 1`` entries.
+    """
+    total = len(data)
+    pos = start
+    n = 0
+    while total - pos >= _LOG_OVERHEAD:
+        length = _kernels.read_be(data, pos + 8, 4, True)
+        if length < MIN_READ_LENGTH or length + _LOG_OVERHEAD > total - pos:
+            break
+        pos += length + _LOG_OVERHEAD
+        ends[n] = pos
+        n += 1
+    return n
+
+
 @functools.cache
-def _compiled() -> tuple[Callable[..., int], Callable[..., int]]:
-    """numba's compilation of :func:`rebuild_section` and :func:`filter_region` (compiled, or
-    loaded from cache, once)."""
+def _compiled() -> tuple[Callable[..., int], Callable[..., int], Callable[..., int]]:
+    """numba's compilation of :func:`rebuild_section`, :func:`filter_region` and
+    :func:`batch_ends` (compiled, or loaded from cache, once)."""
     from numba import njit  # noqa: PLC0415  (numba costs half a second to import)
     from numba.extending import register_jitable  # noqa: PLC0415
+
+    _kernels.register_numba_helpers()
 
     for helper in (
         _read_uvarint,
@@ -300,12 +355,13 @@ def _compiled() -> tuple[Callable[..., int], Callable[..., int]]:
         _zigzag64,
         _uvarint_size,
         _put_uvarint,
+        _rewrite_record,
         _rebuild_into,
         _put_be,
     ):
         register_jitable(helper)
     jit = njit(cache=True, nogil=True)
-    return jit(rebuild_section), jit(filter_region)
+    return jit(rebuild_section), jit(filter_region), jit(batch_ends)
 
 
 def use_python(kernel: str) -> bool:
@@ -317,6 +373,11 @@ def use_python(kernel: str) -> bool:
 def filter_region_kernel(kernel: str = "auto") -> Callable[..., int]:
     """:func:`filter_region`, compiled unless ``kernel`` is ``"python"`` (or numba is absent)."""
     return filter_region if use_python(kernel) else _compiled()[1]
+
+
+def batch_ends_kernel(kernel: str = "auto") -> Callable[..., int]:
+    """:func:`batch_ends`, compiled unless ``kernel`` is ``"python"`` (or numba is absent)."""
+    return batch_ends if use_python(kernel) else _compiled()[2]
 
 
 def rebuild(

@@ -53,6 +53,7 @@ in :meth:`Cleaner._filter_batch` defines and a differential test holds the bulk 
 
 from __future__ import annotations
 
+import bisect
 import logging
 import mmap
 import struct
@@ -144,7 +145,12 @@ def _grown_buffer(capacity: int, next_batch: int, max_io: int, max_message: int,
 
 
 def kafka_chunks(
-    view: memoryview, start: int, buffers: CleanerBuffers, max_message: int, path: str
+    view: memoryview,
+    start: int,
+    buffers: CleanerBuffers,
+    max_message: int,
+    path: str,
+    kernel: str = "auto",
 ) -> list[tuple[int, int]]:
     """The ``[start, end)`` byte ranges Kafka's cleaner reads a segment in, from ``start``.
 
@@ -152,35 +158,41 @@ def kafka_chunks(
     buffer grows (doubling, up to ``max.message.bytes`` of the topic or the batch's own size)
     and stays grown for the rest of the segment, as Kafka's does until ``restoreBuffers``. A
     batch claiming more bytes than the segment holds, or fewer than a record needs, is corrupt.
+    The batch boundaries come from one compiled walk (:func:`_rebuild_kernel.batch_ends`);
+    the reads are then cut with a binary search each.
     """
     size = len(view)
+    found = np.empty((size - start) // (_rk.MIN_READ_LENGTH + LOG_OVERHEAD) + 1, np.int64)
+    data = view if _rk.use_python(kernel) else np.frombuffer(view, np.uint8)
+    count = _rk.batch_ends_kernel(kernel)(data, start, found)
+    ends: list[int] = found[:count].tolist()
+    p = ends[-1] if ends else start
+    if p < size:  # the walk stopped early: say why
+        if size - p < LOG_OVERHEAD:
+            raise CorruptRecordError(f"{path}: {size - p} trailing bytes at {p}")
+        (length,) = _LENGTH.unpack_from(view, p + 8)
+        raise CorruptRecordError(
+            f"{path}: batch at position {p} claims {length + LOG_OVERHEAD} bytes but "
+            f"{size - p} remain"
+        )
     chunks: list[tuple[int, int]] = []
     position = start
     capacity = buffers.read_buffer_size
-    unpack_length = _LENGTH.unpack_from
-    while position < size:
-        end = position + min(capacity, size - position)
-        p = position
-        batch_size = 0
-        while end - p >= LOG_OVERHEAD:
-            (length,) = unpack_length(view, p + 8)
-            batch_size = length + LOG_OVERHEAD
-            if p + batch_size > size or length < 14:
-                raise CorruptRecordError(
-                    f"{path}: batch at position {p} claims {batch_size} bytes but {size - p} remain"
-                )
-            if p + batch_size > end:
-                break
-            p += batch_size
-        if p == position:
-            if size - position < LOG_OVERHEAD:
-                raise CorruptRecordError(f"{path}: {size - position} trailing bytes at {position}")
+    first = 0  # the first batch of the next read
+    while first < len(ends):
+        last = bisect.bisect_right(ends, position + capacity, first)  # the batches that fit
+        if last == first:
             capacity = _grown_buffer(
-                capacity, batch_size, buffers.max_buffer_size, max_message, f"{path}:{position}"
+                capacity,
+                ends[first] - position,
+                buffers.max_buffer_size,
+                max_message,
+                f"{path}:{position}",
             )
             continue
-        chunks.append((position, p))
-        position = p
+        position = ends[last - 1]
+        chunks.append((chunks[-1][1] if chunks else start, position))
+        first = last
     return chunks
 
 
@@ -438,6 +450,7 @@ class Cleaner:
         self.clock = clock
         self.check_abort = check_abort
         self.fast_path = fast_path
+        self._kernel = kernel
         self._filter_kernel = _rk.filter_region_kernel(kernel)
         self._background = _Background(f"compactlog-cleaner-{thread_id}-io")  # one per round
         self._syncer = _Background(f"compactlog-cleaner-{thread_id}-sync")
@@ -494,7 +507,8 @@ class Cleaner:
     # --- 1. the map -------------------------------------------------------------------------
     def build_offset_map(self, log: Log, start: int, end: int, stats: CleanerStats) -> None:
         offset_map = self.offset_map
-        offset_map.clear(base_offset=start)  # the compact map stores offsets relative to it
+        # The compact map stores offsets relative to the start; at most one put per offset.
+        offset_map.clear(base_offset=start, expected_puts=end - start)
         offset_map.track_latest(start, end)
         segs = log.segments()
         dirty = [
@@ -523,7 +537,12 @@ class Cleaner:
         _, position = segment.offset_index.lookup(start)
         view = segment.map_log()
         chunks = kafka_chunks(
-            view, position, self.buffers, log.config.max_message_bytes, segment.log_path
+            view,
+            position,
+            self.buffers,
+            log.config.max_message_bytes,
+            segment.log_path,
+            self._kernel,
         )
         _drop_pages(view, position, len(view))  # the walk touched a page per batch
         regions = [
@@ -632,7 +651,9 @@ class Cleaner:
         as Kafka's filter would.
         """
         view = source.map_log()
-        chunks = kafka_chunks(view, 0, self.buffers, log.config.max_message_bytes, source.log_path)
+        chunks = kafka_chunks(
+            view, 0, self.buffers, log.config.max_message_bytes, source.log_path, self._kernel
+        )
         _drop_pages(view, 0, len(view))  # the walk touched a page per batch
         delete_retention_ms = log.config.delete_retention_ms
         # Batches the map pass of this round checked need no second CRC check.
@@ -730,6 +751,7 @@ class Cleaner:
             columns.timestamps,
             columns.key_len,
             columns.value_len,
+            columns.record_pos,
             found,
             np.empty(n, np.uint8),
             self.offset_map.latest_offset,

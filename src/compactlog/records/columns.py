@@ -75,7 +75,8 @@ class RecordColumns:
     """Records of one or more batches as parallel arrays (see the module docstring).
 
     Per record (length ``n``): ``offsets``, ``timestamps`` (int64), ``key_pos``/``value_pos``/
-    ``headers_pos`` (int64 positions in ``data``), ``key_len``/``value_len`` (int32, -1 = null),
+    ``headers_pos``/``record_pos`` (int64 positions in ``data``; a record starts at its length
+    varint), ``key_len``/``value_len`` (int32, -1 = null),
     ``headers_count`` (int32), ``batch_index`` (int32, the batch of the input it came from).
 
     Per batch: ``batch_table``, the header fields as one int64 row per batch (columns as
@@ -98,6 +99,7 @@ class RecordColumns:
         value_len: Int32Array,
         headers_pos: Int64Array,
         headers_count: Int32Array,
+        record_pos: Int64Array,
         batch_index: Int32Array,
         batch_table: Int64Array,
         batch_headers: list[BatchHeader] | None = None,
@@ -110,6 +112,7 @@ class RecordColumns:
         self.value_pos = value_pos
         self.value_len = value_len
         self.headers_pos = headers_pos
+        self.record_pos = record_pos
         self.headers_count = headers_count
         self.batch_index = batch_index
         self.batch_table = batch_table
@@ -418,6 +421,7 @@ def _decode(
         value_len=out32[_kernels.OUT_VALUE_LEN],
         headers_pos=out64[_kernels.OUT_HEADERS_POS],
         headers_count=out32[_kernels.OUT_HEADERS_COUNT],
+        record_pos=out64[_kernels.OUT_RECORD_POS],
         batch_index=batch_index,
         batch_table=table,
         batch_headers=framing.headers,

@@ -190,8 +190,8 @@ def kafka_chunks(
                 f"{path}:{position}",
             )
             continue
+        chunks.append((position, ends[last - 1]))
         position = ends[last - 1]
-        chunks.append((chunks[-1][1] if chunks else start, position))
         first = last
     return chunks
 

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compactlog.cleaner import _map_kernels as _k
+from compactlog.cleaner import offset_map as offset_map_module
 from compactlog.cleaner.offset_map import (
     CompactOffsetMap,
     OffsetMap,
@@ -336,20 +337,23 @@ def test_clear(map_class: MapClass, kernel: str) -> None:
 def test_clear_for_many_puts_gives_the_same_empty_map(
     map_class: MapClass, kernel: str, expected_puts: int
 ) -> None:
-    """Only the page size of the table depends on ``expected_puts``: an own mapping (huge
-    pages advised) once the puts would touch most 4 KiB pages of it, never anything visible."""
+    """Only the table depends on ``expected_puts``: its size (room for the promised puts at
+    half load, when that is smaller) and its pages (an own mapping, huge pages advised, once the
+    puts would touch most 4 KiB pages of it); never anything visible."""
     m = map_class(4 << 20, kernel=kernel)
     m.put(b"old", 3)
     m.clear(expected_puts=expected_puts)
     many = expected_puts >= (4 << 20) // mmap.PAGESIZE
     own_mapping = not m._table.flags.owndata  # np.frombuffer of an anonymous mmap
     assert own_mapping == (many and hasattr(mmap, "MADV_HUGEPAGE"))
-    assert (m.size, m.latest_offset) == (0, -1)
+    assert m._table.nbytes == (4096 if expected_puts == 10 else m.slots) * m.entry_size
+    assert (m.size, m.latest_offset, m.max_desired_size) == (0, -1, int(m.slots * 0.9))
     assert not m._table.any()
     assert m.get(b"old") == -1
-    for i in range(100):
+    puts = min(100, expected_puts or 100)
+    for i in range(puts):
         m.put(b"k%d" % i, 10 + i)
-    assert [m.get(b"k%d" % i) for i in range(100)] == list(range(10, 110))
+    assert [m.get(b"k%d" % i) for i in range(puts)] == list(range(10, 10 + puts))
 
 
 def test_full_map(map_class: MapClass, kernel: str) -> None:
@@ -547,6 +551,66 @@ def test_put_batch_and_get_batch_match_a_dict(
     assert [m.get(k) for k in probe_keys if k is not None] == [
         g for k, g in zip(probe_keys, expected_gets, strict=True) if k is not None
     ]
+
+
+@HYPOTHESIS
+@given(
+    recs=records,
+    slots=st.integers(2, 300),
+    load_factor=st.sampled_from([0.1, 0.5, 0.9, 1.0]),
+    first_dirty=st.integers(0, 60),
+    cuts=st.lists(st.integers(0, 60), max_size=4),
+    absent=st.lists(st.binary(min_size=4, max_size=6), max_size=5),
+)
+def test_a_table_sized_for_the_promised_puts_changes_nothing(
+    map_class: MapClass,
+    kernel: str,
+    monkeypatch: pytest.MonkeyPatch,
+    recs: list[tuple[bytes | None, int]],
+    slots: int,
+    load_factor: float,
+    first_dirty: int,
+    cuts: list[int],
+    absent: list[bytes],
+) -> None:
+    """The cleaner promises at most one put per offset of the dirty segments; a map whose
+    table was sized for that promise stops, answers and counts exactly as a full one."""
+    if slots * load_factor <= 1:
+        return
+    monkeypatch.setattr(offset_map_module, "_MIN_TABLE_SLOTS", 2)
+    keys = [key for key, _ in recs]
+    offsets = list(np.cumsum([gap for _, gap in recs], dtype=np.int64).tolist())
+    data, pos, lens, offs = columns(keys, offsets)
+    puts = sum(k is not None and o >= first_dirty for k, o in zip(keys, offsets, strict=True))
+    full = map_of_slots(map_class, slots, kernel, load_factor)
+    sized = map_of_slots(map_class, slots, kernel, load_factor)
+    sized.clear(expected_puts=max(1, puts))
+    if 2 * max(1, puts) < slots:
+        assert len(sized._table) < len(full._table)
+    bounds = sorted({0, len(keys), *(c for c in cuts if c < len(keys))})
+    for lo, hi in itertools.pairwise(bounds):
+        stopped = full.put_batch(data, pos, lens, offs, lo, hi, first_dirty)
+        assert sized.put_batch(data, pos, lens, offs, lo, hi, first_dirty) == stopped
+        assert (sized.size, sized.latest_offset) == (full.size, full.latest_offset)
+        if stopped < hi:
+            break
+    pdata, ppos, plens, _ = columns([*keys, *absent, None])
+    assert sized.get_batch(pdata, ppos, plens).tolist() == (
+        full.get_batch(pdata, ppos, plens).tolist()
+    )
+
+
+def test_more_puts_than_promised_are_refused(map_class: MapClass, kernel: str) -> None:
+    m = map_class(4 << 20, kernel=kernel)
+    m.clear(expected_puts=3)
+    data, pos, lens, offs = columns([b"a", b"b", b"a", b"c", b"d"])
+    with pytest.raises(ValueError, match="more than the 3 puts promised"):
+        m.put_batch(data, pos, lens, offs, 0, 5, 0)
+    assert [m.get(k) for k in (b"a", b"b", b"c")] == [2, 1, 3]
+    # A promise no smaller than half the table changes nothing: the full table, Kafka's limits.
+    m.clear(expected_puts=m.slots // 2)
+    assert m.put_batch(data, pos, lens, offs, 0, 5, 0) == 5
+    assert [m.get(k) for k in (b"a", b"b", b"c", b"d")] == [2, 1, 3, 4]
 
 
 def test_keys_hashed_ahead_build_the_same_map(map_class: MapClass, kernel: str) -> None:

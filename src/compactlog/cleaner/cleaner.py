@@ -507,15 +507,20 @@ class Cleaner:
     # --- 1. the map -------------------------------------------------------------------------
     def build_offset_map(self, log: Log, start: int, end: int, stats: CleanerStats) -> None:
         offset_map = self.offset_map
-        # The compact map stores offsets relative to the start; at most one put per offset.
-        offset_map.clear(base_offset=start, expected_puts=end - start)
-        offset_map.track_latest(start, end)
         segs = log.segments()
-        dirty = [
-            s
+        dirty_at = [
+            i
             for i, s in enumerate(segs)
             if s.base_offset < end and (i + 1 == len(segs) or segs[i + 1].base_offset > start)
         ]
+        dirty = [segs[i] for i in dirty_at]
+        # At most one put per offset of the dirty segments from the start on (as in Kafka, a
+        # dirty segment is mapped whole, even past ``end``); the compact map stores offsets
+        # relative to the start.
+        after = dirty_at[-1] + 1 if dirty_at else len(segs)
+        limit = segs[after].base_offset if after < len(segs) else log.log_end_offset
+        offset_map.clear(base_offset=start, expected_puts=max(1, limit - start))
+        offset_map.track_latest(start, end)
         for i, segment in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             if self._map_segment(log, segment, start, next_start, stats):

@@ -301,10 +301,86 @@ def _prepare_copy_region(
     return decode_columns(view[r0:r1], verify_crc=False)
 
 
+@dataclass
+class _Unswapped:
+    """A group's ``.cleaned`` segment, written, waiting to be swapped in for ``group``."""
+
+    cleaned: LogSegment
+    group: list[LogSegment]
+    syncs: list[Future[None]]  # its fsyncs and finish, running on the sync helper
+
+
+class _DecodedRegions:
+    """Regions the map pass decoded, kept for the copy phase of the same round, which reads
+    the same regions again (every segment but maybe the first dirty one is cut into the same
+    regions by both passes) and so skips their second decode.
+
+    Bounded by ``budget`` bytes of columns: the memory of the dedupe buffer that the offset
+    map's table left unused (see ``OffsetMap.spare_bytes``), so a round never holds more than
+    Kafka's buffer. A region that does not fit is decoded again, as before.
+    """
+
+    def __init__(self, budget: int = 0) -> None:
+        self._budget = budget
+        self._held = 0
+        self._regions: dict[tuple[int, int, int], tuple[RecordColumns, int]] = {}
+
+    def keep(self, segment: int, r0: int, r1: int, columns: RecordColumns) -> None:
+        size = _held_bytes(columns)
+        if self._held + size <= self._budget:
+            self._regions[segment, r0, r1] = (columns, size)
+            self._held += size
+
+    def take(self, segment: int, r0: int, r1: int) -> RecordColumns | None:
+        kept = self._regions.pop((segment, r0, r1), None)
+        if kept is None:
+            return None
+        self._held -= kept[1]
+        return kept[0]
+
+    def forget(self, segment: int) -> None:
+        """Drop what is left of a segment (it is about to be replaced)."""
+        for key in [key for key in self._regions if key[0] == segment]:
+            self._held -= self._regions.pop(key)[1]
+
+
+def _held_bytes(columns: RecordColumns) -> int:
+    """The memory a region's columns hold: the arrays, and the records' buffer when it is not
+    the mapped segment (decompressed batches)."""
+    arrays = (
+        columns.offsets,
+        columns.timestamps,
+        columns.key_pos,
+        columns.key_len,
+        columns.value_pos,
+        columns.value_len,
+        columns.headers_pos,
+        columns.headers_count,
+        columns.record_pos,
+        columns.batch_index,
+        columns.batch_table,
+    )
+    data = 0 if isinstance(columns.data, memoryview) else len(columns.data)
+    return sum(a.nbytes for a in arrays) + data
+
+
 def _sync_after(write: Future[None], dest: LogSegment) -> None:
     futures_wait([write])
     if write.exception() is None:  # a failed append is reported by its own future
         dest.sync_log()
+
+
+def _finish_after(write: Future[None] | None, dest: LogSegment, mtime_ms: int) -> None:
+    """After the last append to a group's cleaned segment: its last index entries, trimmed
+    files, fsyncs and the group's modification time (Kafka's end of ``cleanSegments``)."""
+    if write is not None:
+        futures_wait([write])
+        if write.exception() is not None:  # reported by its own future
+            return
+    dest.on_become_inactive()
+    dest.flush()
+    dest.release_index_handles()
+    dest.set_last_modified_ms(mtime_ms)
 
 
 def _chunks_in(chunks: list[tuple[int, int]], r0: int, at: int) -> list[tuple[int, int]]:
@@ -331,6 +407,13 @@ class _Background:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix=self._name)
         future = self._pool.submit(fn, *args)
+        self._pending.append(future)
+        return future
+
+    def ready(self, result: _T) -> Future[_T]:
+        """A task already done, with ``result``; taken like the others."""
+        future: Future[_T] = Future()
+        future.set_result(result)
         self._pending.append(future)
         return future
 
@@ -454,12 +537,16 @@ class Cleaner:
         self._filter_kernel = _rk.filter_region_kernel(kernel)
         self._background = _Background(f"compactlog-cleaner-{thread_id}-io")  # one per round
         self._syncer = _Background(f"compactlog-cleaner-{thread_id}-sync")
-        # Byte ranges of each segment (by base offset) whose CRCs this round already checked.
+        # Byte ranges of each segment (by base offset) whose CRCs this round already checked,
+        # and regions the map pass decoded for the copy phase.
         self._verified: dict[int, tuple[int, int]] = {}
+        self._decoded = _DecodedRegions()
         self._out_buffers = [_EMPTY_OUT, _EMPTY_OUT]
         # The last append from each output buffer, and the regions filtered so far this round.
         self._writes: list[Future[None] | None] = [None, None]
         self._region_count = 0
+        # Groups written but not yet swapped in (see clean), oldest first.
+        self._unswapped: list[_Unswapped] = []
 
     # --- the round ------------------------------------------------------------------------
     def clean(
@@ -496,10 +583,16 @@ class Cleaner:
             for group in groups:
                 self.clean_segments(log, group, now, first_uncleanable_offset, transactions, stats)
                 stats.groups += 1
+            while self._unswapped:
+                self._swap_in(log, self._unswapped[0])
         finally:
-            self._background.close()
+            self._background.close()  # no append may still be running when the files go
             self._syncer.close()
+            for unswapped in self._unswapped:
+                unswapped.cleaned.delete_files()
+            self._unswapped = []
             self._verified = {}
+            self._decoded = _DecodedRegions()
             self._out_buffers = [_EMPTY_OUT, _EMPTY_OUT]
         stats.end_ms = self.clock()
         return end_offset, stats
@@ -521,6 +614,7 @@ class Cleaner:
         limit = segs[after].base_offset if after < len(segs) else log.log_end_offset
         offset_map.clear(base_offset=start, expected_puts=max(1, limit - start))
         offset_map.track_latest(start, end)
+        self._decoded = _DecodedRegions(offset_map.spare_bytes)
         for i, segment in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             if self._map_segment(log, segment, start, next_start, stats):
@@ -575,6 +669,7 @@ class Cleaner:
                 )
                 release.passed(r1)
                 self._verified[segment.base_offset] = (chunks[0][0], r1)
+                self._decoded.keep(segment.base_offset, r0, r1, columns)
                 if done < n:
                     for unused in ahead:
                         self._background.discard(unused)  # read ahead for nothing
@@ -617,23 +712,39 @@ class Cleaner:
         transactions: _TransactionState,
         stats: CleanerStats,
     ) -> None:
+        """Write the ``.cleaned`` segment of a group, then swap in the previous group's.
+
+        Kafka finishes each group (fsyncs, swap) before it reads the next. Here a group's
+        files are finished and fsynced by the sync helper while the next group is filtered,
+        and swapped in by :meth:`_swap_in` once that group is written: the order of the swaps,
+        and what a crash leaves, are the same. The previous group is swapped in before this
+        one's final fsync starts, since the swap's own directory fsyncs would wait behind
+        it. Until its swap a group is in ``_unswapped``, whose files the round deletes if it
+        fails.
+        """
         cleaned = log.new_cleaned_segment(group[0].base_offset)
-        try:
-            for source in group:
-                self._clean_into(log, source, cleaned, now, upper_bound, transactions, stats)
-                stats.segments_read += 1
-            self._background.wait_all()  # the last appends
-            self._syncer.wait_all()  # the early fsyncs
-            cleaned.on_become_inactive()
-            cleaned.flush()
-            cleaned.release_index_handles()
-            cleaned.set_last_modified_ms(group[-1].last_modified_ms())
-        except BaseException:
-            self._background.close()  # no append may still be running when the files go
-            self._syncer.close()
-            cleaned.delete_files()
-            raise
-        log.replace_segments(cleaned, group)
+        unswapped = _Unswapped(cleaned, group, [])
+        self._unswapped.append(unswapped)
+        for i, source in enumerate(group):
+            self._clean_into(log, source, cleaned, now, upper_bound, transactions, stats)
+            stats.segments_read += 1
+            # The last append so far (appends run in order): everything before it is written.
+            last = self._writes[(self._region_count - 1) % 2]
+            if i + 1 < len(group) and last is not None:
+                # This source's share of the fsync, while the next one is filtered.
+                unswapped.syncs.append(self._syncer.submit(_sync_after, last, cleaned))
+        for previous in self._unswapped[:-1]:  # all but this group
+            self._swap_in(log, previous)
+        mtime_ms = group[-1].last_modified_ms()
+        unswapped.syncs.append(self._syncer.submit(_finish_after, last, cleaned, mtime_ms))
+
+    def _swap_in(self, log: Log, unswapped: _Unswapped) -> None:
+        """Wait until a written group's files are finished and durable; swap it in."""
+        self._background.wait_all()  # the appends so far (the next group's too: cheap)
+        for sync in unswapped.syncs:
+            self._syncer.take(sync)
+        self._unswapped.remove(unswapped)  # from here on the swap's own recovery applies
+        log.replace_segments(unswapped.cleaned, unswapped.group)
 
     def _clean_into(
         self,
@@ -669,6 +780,12 @@ class Cleaner:
         def prepare(k: int) -> Future[RecordColumns]:
             r0, r1 = regions[k][0][0], regions[k][-1][1]
             self.throttler.maybe_throttle(r1 - r0)
+            decoded = self._decoded.take(source.base_offset, r0, r1)
+            if decoded is not None:
+                if isinstance(decoded.data, memoryview):
+                    # The same bytes, through this pass's map, whose pages are released.
+                    decoded.data = view[r0:r1]
+                return self._background.ready(decoded)
             check = not verified_lo <= r0 < r1 <= verified_hi
             return self._background.submit(
                 _prepare_copy_region, view, r0, r1, source.log_path, check
@@ -707,10 +824,7 @@ class Cleaner:
                 self.throttler.maybe_throttle(len(data))
                 writes[k % 2] = self._background.submit(dest.append_pieces, data, pieces)
         release.finish()
-        # Start this segment's share of the group's fsync while the next one is filtered.
-        last = writes[(self._region_count - 1) % 2]
-        if last is not None:
-            self._syncer.submit(_sync_after, last, dest)
+        self._decoded.forget(source.base_offset)
 
     def _filter_region(
         self,

@@ -393,7 +393,8 @@ class _Background:
 
     The round has two: the I/O helper reads ahead (CRC checks and decode of the next region)
     and appends to the cleaned segment while the round's own thread puts keys or filters; the
-    sync helper starts each source segment's share of the cleaned segment's fsync. The compiled
+    sync helper fsyncs each source segment's share of the cleaned segment as soon as it is
+    written, then finishes the group's files (see ``clean_segments``). The compiled
     loops, crc32c and file I/O release the GIL, so on two cores the work overlaps; the output is
     the same as doing everything in order, which is what every wait below enforces.
     """

@@ -7,7 +7,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 stamp=.venv/.compactlog-installed
-want="$(sha256sum pyproject.toml | cut -d' ' -f1) ${COMPACTLOG_EXTRAS:=test,dev}"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1) ${COMPACTLOG_EXTRAS:=test,dev,spark}"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     .venv/bin/python -m pip install --quiet --upgrade pip
     .venv/bin/python -m pip install --quiet -e ".[${COMPACTLOG_EXTRAS}]"

@@ -1,0 +1,419 @@
+"""The ``compactlog`` Spark data source: a data directory's logs as a DataFrame.
+
+    register(spark)
+    df = (spark.read.format("compactlog")
+          .option("subscribe", "orders,payments")       # default: every topic
+          .option("startingOffsets", "earliest")         # or JSON: {"orders": {"0": 42}}
+          .option("endingOffsets", "latest")
+          .load("data-dir"))
+
+Schema (Spark's own Kafka source's): ``key`` binary, ``value`` binary, ``topic`` string,
+``partition`` int, ``offset`` long, ``timestamp`` timestamp, ``timestampType`` int, and
+``headers`` array<struct<key string, value binary>> with ``includeHeaders=true``.
+
+Options, named as Spark's Kafka source names them:
+
+* ``subscribe`` (comma-separated topics) or ``subscribePattern`` (a Java-style regex, matched
+  whole); neither: every topic of the directory.
+* ``startingOffsets``: ``earliest`` (default) or JSON ``{"topic": {"0": offset}}`` with -2 for
+  earliest; ``latest`` is refused for a batch read, as Spark refuses it.
+* ``endingOffsets``: ``latest`` (default) or JSON with -1 for latest; ``earliest`` is refused.
+* ``failOnDataLoss`` (``true``): a JSON starting offset below a partition's log start offset
+  (deleted by retention or DeleteRecords) fails the read; ``false`` starts at the log start.
+* ``includeHeaders`` (``false``).
+* ``maxBytesPerSplit`` (compactlog's own, 32 MiB): the size of a task's byte range.
+
+A read is a snapshot of the files as planning finds them: the end of each partition is its log
+end offset then (records appended later are not read). Control batches (transaction markers) are
+never returned, as a Kafka consumer never returns them; offsets keep their gaps (a compacted log
+has them: no reader may assume ``offset + 1``).
+
+How it splits: one task per byte range of a segment, cut at record-batch boundaries (found by
+hopping over the 12-byte batch headers), about ``maxBytesPerSplit`` each, so that one large
+partition spreads over many tasks. Each task decodes its range with the store's bulk decoder and
+yields Arrow record batches built from buffers, without a Python object per record.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import re
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from compactlog.errors import CompactlogError, ConfigError
+from compactlog.records import (
+    CONTROL_FLAG_MASK,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    TIMESTAMP_TYPE_MASK,
+)
+from compactlog.storage.checkpoint import LOG_START_OFFSET_CHECKPOINT
+from compactlog.storage.topic_names import parse_partition_dir_name
+
+NAME = "compactlog"
+BASE_SCHEMA = (
+    "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
+    "timestamp TIMESTAMP, timestampType INT"
+)
+HEADERS_FIELD = "headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
+DEFAULT_SPLIT_BYTES = 32 << 20
+#: Rows per Arrow batch handed to Spark (slices of one decoded range; no copies).
+ARROW_BATCH_ROWS = 65_536
+EARLIEST = -2
+LATEST = -1
+_BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length: the first 12 bytes
+
+
+class SparkSourceError(CompactlogError):
+    """A bad option or an unreadable log, named."""
+
+
+def register(spark: Any) -> None:
+    """Register the ``compactlog`` format with ``spark`` (once per session is enough)."""
+    spark.dataSource.register(CompactlogDataSource)
+
+
+class CompactlogDataSource(DataSource):
+    """``spark.read.format("compactlog")``: see the module docstring."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        if _flag(options_of(self.options), "includeHeaders", False):
+            return f"{BASE_SCHEMA}, {HEADERS_FIELD}"
+        return BASE_SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return LogReader(options_of(self.options), "headers" in schema.fieldNames())
+
+    def writer(self, schema: StructType, overwrite: bool) -> Any:
+        from compactlog.spark.sink import LogWriter  # noqa: PLC0415
+
+        return LogWriter(options_of(self.options), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:  # noqa: N802 - Spark's
+        from compactlog.spark.sink import LogStreamWriter  # noqa: PLC0415
+
+        return LogStreamWriter(options_of(self.options), schema, overwrite)
+
+
+def options_of(options: Any) -> dict[str, str]:
+    """Spark's options as a plain dict with lower-case names (Spark matches option names
+    case-insensitively; its own dict already lower-cases them). Look names up lower-cased."""
+    return {str(k).lower(): str(v) for k, v in options.items()}
+
+
+@dataclass(frozen=True)
+class SegmentSplit(InputPartition):
+    """One task's work: bytes ``[start, end)`` of a segment, records in ``[first, last_exclusive)``
+    of their partition."""
+
+    path: str
+    topic: str
+    partition: int
+    start: int
+    end: int
+    first: int
+    stop: int
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    """The offsets to read of one partition: ``[start, stop)``."""
+
+    topic: str
+    partition: int
+    directory: str
+    start: int
+    stop: int
+
+
+class LogReader(DataSourceReader):
+    def __init__(self, options: dict[str, str], headers: bool) -> None:
+        self.options = options
+        self.headers = headers
+        self.path = _required_path(options)
+        self.split_bytes = _int_option(options, "maxBytesPerSplit", DEFAULT_SPLIT_BYTES, 1)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        splits: list[InputPartition] = []
+        for part in plan_ranges(self.path, self.options):
+            splits.extend(segment_splits(part, self.split_bytes))
+        return splits
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        split = partition
+        assert isinstance(split, SegmentSplit)
+        yield from read_split(split, self.headers)
+
+
+# --- planning --------------------------------------------------------------------------------
+
+
+def _required_path(options: dict[str, str]) -> str:
+    path = options.get("path")
+    if not path:
+        raise SparkSourceError("no data directory: use .load(data_dir)")
+    if not os.path.isdir(path):
+        raise SparkSourceError(f"data directory {path!r} does not exist")
+    return path
+
+
+def _flag(options: Any, name: str, default: bool) -> bool:
+    raw = options.get(name.lower())
+    if raw is None:
+        return default
+    if str(raw).lower() in ("true", "false"):
+        return str(raw).lower() == "true"
+    raise ConfigError(f"option {name} must be true or false, not {raw!r}")
+
+
+def _int_option(options: dict[str, str], name: str, default: int, minimum: int) -> int:
+    raw = options.get(name.lower())
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"option {name} must be an integer, not {raw!r}") from None
+    if value < minimum:
+        raise ConfigError(f"option {name} must be at least {minimum}, not {value}")
+    return value
+
+
+def _partition_dirs(path: str) -> dict[tuple[str, int], str]:
+    found: dict[tuple[str, int], str] = {}
+    for name in sorted(os.listdir(path)):
+        parsed = parse_partition_dir_name(name)
+        full = os.path.join(path, name)
+        if parsed is not None and os.path.isdir(full):
+            found[parsed] = full
+    return found
+
+
+def _selected_topics(topics: set[str], options: dict[str, str]) -> set[str]:
+    subscribe, pattern = options.get("subscribe"), options.get("subscribepattern")
+    if subscribe is not None and pattern is not None:
+        raise ConfigError("give only one of the options subscribe and subscribePattern")
+    if subscribe is not None:
+        wanted = {t.strip() for t in subscribe.split(",") if t.strip()}
+        if not wanted:
+            raise ConfigError("option subscribe names no topic")
+        return topics & wanted
+    if pattern is not None:
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(
+                f"option subscribePattern {pattern!r} is not a regex: {exc}"
+            ) from None
+        return {t for t in topics if regex.fullmatch(t)}
+    return topics
+
+
+def _offsets_json(options: dict[str, str], name: str) -> dict[tuple[str, int], int] | str:
+    raw = options.get(name.lower())
+    if raw is None:
+        return "earliest" if name == "startingOffsets" else "latest"
+    if raw.strip().lower() in ("earliest", "latest"):
+        return raw.strip().lower()
+    try:
+        parsed = json.loads(raw)
+        return {
+            (str(topic), int(partition)): int(offset)
+            for topic, partitions in parsed.items()
+            for partition, offset in partitions.items()
+        }
+    except (ValueError, AttributeError, TypeError):
+        raise ConfigError(
+            f'option {name} must be "earliest", "latest" or JSON like '
+            f'{{"topic": {{"0": 23}}}}, not {raw!r}'
+        ) from None
+
+
+def _log_start_offsets(path: str) -> dict[tuple[str, int], int]:
+    """The store's log-start-offset checkpoint (topic-partition -> offset), if any."""
+    checkpoint = os.path.join(path, LOG_START_OFFSET_CHECKPOINT)
+    out: dict[tuple[str, int], int] = {}
+    try:
+        with open(checkpoint, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return out
+    for line in lines[2:]:  # version, count, then "topic partition offset"
+        fields = line.split()
+        if len(fields) == 3:
+            out[fields[0], int(fields[1])] = int(fields[2])
+    return out
+
+
+def _segment_files(directory: str) -> list[tuple[int, str]]:
+    """``(base offset, path)`` of the partition's segments, by base offset."""
+    segments = []
+    for name in os.listdir(directory):
+        stem, dot, ext = name.partition(".")
+        if ext == "log" and dot and stem.isdigit() and len(stem) == 20:
+            segments.append((int(stem), os.path.join(directory, name)))
+    return sorted(segments)
+
+
+def _log_end_offset(segments: list[tuple[int, str]]) -> int:
+    """One past the last offset of the last complete batch (the log end offset on disk)."""
+    for base, path in reversed(segments):
+        last = -1
+        for _, _, batch_last in _walk_batches(path):
+            last = batch_last
+        if last >= 0:
+            return last + 1
+        if os.path.getsize(path) == 0 and base > 0:
+            return base  # an empty active segment: the log ends where it starts
+    return 0
+
+
+def plan_ranges(path: str, options: dict[str, str]) -> list[PartitionRange]:
+    """The offset range to read of every selected partition (empty ranges left out)."""
+    dirs = _partition_dirs(path)
+    topics = _selected_topics({t for t, _ in dirs}, options)
+    starting = _offsets_json(options, "startingOffsets")
+    ending = _offsets_json(options, "endingOffsets")
+    if starting == "latest":
+        raise ConfigError('startingOffsets "latest" is not valid for a batch read')
+    if ending == "earliest":
+        raise ConfigError('endingOffsets "earliest" is not valid for a batch read')
+    fail_on_data_loss = _flag(options, "failOnDataLoss", True)
+    log_starts = _log_start_offsets(path)
+    ranges = []
+    for (topic, partition), directory in dirs.items():
+        if topic not in topics:
+            continue
+        segments = _segment_files(directory)
+        first_base = segments[0][0] if segments else 0
+        log_start = max(first_base, log_starts.get((topic, partition), 0))
+        log_end = max(_log_end_offset(segments), log_start)
+        start = log_start
+        if isinstance(starting, dict):
+            wanted = starting.get((topic, partition), EARLIEST)
+            if wanted != EARLIEST:
+                if wanted < log_start and fail_on_data_loss:
+                    raise SparkSourceError(
+                        f"startingOffsets asks for offset {wanted} of {topic}-{partition}, but "
+                        f"its log starts at {log_start} (the records before were deleted); "
+                        "set failOnDataLoss=false to start at the log start instead"
+                    )
+                start = min(max(wanted, log_start), log_end)
+        stop = log_end
+        if isinstance(ending, dict):
+            wanted = ending.get((topic, partition), LATEST)
+            if wanted != LATEST:
+                stop = min(max(wanted, start), log_end)
+        if start < stop:
+            ranges.append(PartitionRange(topic, partition, directory, start, stop))
+    return ranges
+
+
+def _walk_batches(path: str, start: int = 0) -> Iterator[tuple[int, int, int]]:
+    """``(position, size, last offset)`` of each complete batch from ``start``; a torn batch
+    at the end (a writer mid-append) ends the walk."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size <= start:
+            return
+        with mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as view:
+            pos = start
+            while pos + LOG_OVERHEAD <= size:
+                base, length = _BATCH_HEADER.unpack_from(view, pos)
+                batch_size = LOG_OVERHEAD + length
+                if length < MIN_BATCH_LENGTH or pos + batch_size > size:
+                    return
+                # lastOffsetDelta: byte 23 of the batch (after CRC and attributes).
+                (delta,) = struct.unpack_from(">i", view, pos + 23)
+                yield pos, batch_size, base + delta
+                pos += batch_size
+
+
+def segment_splits(part: PartitionRange, split_bytes: int) -> list[SegmentSplit]:
+    """Byte ranges of ``part``'s segments, cut at batch boundaries, about ``split_bytes`` each;
+    segments wholly outside the offset range are skipped."""
+    segments = _segment_files(part.directory)
+    splits = []
+    for i, (base, path) in enumerate(segments):
+        next_base = segments[i + 1][0] if i + 1 < len(segments) else None
+        if base >= part.stop or (next_base is not None and next_base <= part.start):
+            continue
+        cut = end = -1  # no batch of the range seen yet
+        for pos, size, last in _walk_batches(path):
+            if last < part.start:
+                continue
+            if cut < 0:
+                cut = pos
+            elif pos - cut >= split_bytes:
+                splits.append(
+                    SegmentSplit(path, part.topic, part.partition, cut, pos, part.start, part.stop)
+                )
+                cut = pos
+            end = pos + size
+            if last >= part.stop - 1:
+                break
+        if 0 <= cut < end:
+            splits.append(
+                SegmentSplit(path, part.topic, part.partition, cut, end, part.start, part.stop)
+            )
+    return splits
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def read_split(split: SegmentSplit, headers: bool) -> Iterator[Any]:
+    """Arrow record batches of the records of ``split`` in its offset range."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    from compactlog.records import decode_columns  # noqa: PLC0415
+    from compactlog.spark._arrow import binary_array, constant_string_array  # noqa: PLC0415
+
+    with open(split.path, "rb") as f:
+        f.seek(split.start)
+        data = f.read(split.end - split.start)
+    if len(data) != split.end - split.start:
+        raise SparkSourceError(
+            f"{split.path} is shorter than planned ({split.start + len(data)} bytes, not "
+            f"{split.end}): was the log cleaned or truncated during the read?"
+        )
+    columns = decode_columns(data, verify_crc=True)
+    control = (columns.batch_attributes & CONTROL_FLAG_MASK) != 0
+    log_append = (columns.batch_attributes & TIMESTAMP_TYPE_MASK) != 0
+    index = columns.batch_index
+    keep = ~control[index] & (columns.offsets >= split.first) & (columns.offsets < split.stop)
+    rows = np.flatnonzero(keep)
+    n = len(rows)
+    if n == 0:
+        return
+    fields: list[Any] = [
+        binary_array(columns.data, columns.key_pos[rows], columns.key_len[rows]),
+        binary_array(columns.data, columns.value_pos[rows], columns.value_len[rows]),
+        constant_string_array(split.topic, n),
+        pa.array(np.full(n, split.partition, np.int32)),
+        pa.array(columns.offsets[rows]),
+        pa.array(columns.timestamps[rows] * 1000, pa.timestamp("us", tz="UTC")),
+        pa.array(log_append[index[rows]].astype(np.int32)),
+    ]
+    names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    if headers:
+        from compactlog.spark._headers import headers_array  # noqa: PLC0415
+
+        fields.append(headers_array(columns, rows))
+        names.append("headers")
+    table = pa.RecordBatch.from_arrays(fields, names=names)
+    for lo in range(0, n, ARROW_BATCH_ROWS):
+        yield table.slice(lo, ARROW_BATCH_ROWS)

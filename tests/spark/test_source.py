@@ -1,0 +1,198 @@
+"""The ``compactlog`` Spark data source, read side: the DataFrame holds exactly what the store
+holds (every codec, headers, nulls, compaction gaps), its options behave as Spark's Kafka
+source's, and a partition is split at batch boundaries."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import compactlog
+from compactlog.errors import ConfigError
+from compactlog.records import decode_columns
+from compactlog.spark._arrow import binary_array
+from compactlog.spark.source import (
+    LogReader,
+    SegmentSplit,
+    SparkSourceError,
+    plan_ranges,
+    read_split,
+)
+from tests.conftest import ManualClock
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+NOW = 1_700_000_000_000
+
+
+def _store_rows(data: Path, topic: str) -> list[tuple[Any, ...]]:
+    out = []
+    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+        for partition in range(store.partitions(topic)):
+            for r in store.read(topic, partition, 0):
+                headers = [(k, v) for k, v in r.headers]
+                out.append((r.key, r.value, topic, partition, r.offset, r.timestamp, headers))
+    return sorted(out, key=lambda row: (row[3], row[4]))
+
+
+def _df_rows(df: Any) -> list[tuple[Any, ...]]:
+    rows = df.orderBy("partition", "offset").collect()
+    return [
+        (
+            r.key,
+            r.value,
+            r.topic,
+            r.partition,
+            r.offset,
+            int(r.timestamp.timestamp() * 1000) if r.timestamp else None,
+            [(h.key, h.value) for h in r.headers],
+        )
+        for r in rows
+    ]
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two topics; ``orders`` (3 partitions) has every codec, headers, null keys and values."""
+    data = tmp_path_factory.mktemp("mixed")
+    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+        store.create_topic("orders", 3, {"segment.bytes": 4096})
+        store.create_topic("payments", 1)
+        for i in range(60):
+            rows: list[Any] = [
+                (b"k%d" % (i % 9), b"v%d" % i * (1 + i % 5), [("h", b"%d" % i), ("nil", None)]),
+                (None, b"keyless"),
+                (b"gone", None),
+            ]
+            store.append("orders", i % 3, rows, timestamp=NOW + i, compression=CODECS[i % 5])
+        store.append("payments", 0, [(b"p", b"1")], timestamp=NOW)
+    return data
+
+
+def test_a_batch_read_returns_what_the_store_holds(spark: Any, mixed: Path) -> None:
+    df = (
+        spark.read.format("compactlog")
+        .option("subscribe", "orders")
+        .option("includeHeaders", "true")
+        .load(str(mixed))
+    )
+    assert df.columns == [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+        "headers",
+    ]
+    assert _df_rows(df) == _store_rows(mixed, "orders")
+    assert {r.timestampType for r in df.select("timestampType").distinct().collect()} == {0}
+
+
+def test_topics_are_selected_like_spark_kafka_source(spark: Any, mixed: Path) -> None:
+    def topics(**options: str) -> list[str]:
+        reader = spark.read.format("compactlog")
+        for name, value in options.items():
+            reader = reader.option(name, value)
+        df = reader.load(str(mixed))
+        return sorted(r.topic for r in df.select("topic").distinct().collect())
+
+    assert topics() == ["orders", "payments"]
+    assert "headers" not in spark.read.format("compactlog").load(str(mixed)).columns
+    assert topics(subscribePattern="pay.*") == ["payments"]
+    assert topics(subscribe="payments, missing") == ["payments"]
+
+
+def test_offset_options(mixed: Path) -> None:
+    """Planning alone (no Spark job): the ranges each option asks for, and its errors."""
+
+    def ranges(**options: str) -> dict[tuple[str, int], tuple[int, int]]:
+        opts = {"path": str(mixed), **{k.lower(): v for k, v in options.items()}}
+        return {(r.topic, r.partition): (r.start, r.stop) for r in plan_ranges(str(mixed), opts)}
+
+    assert ranges(subscribe="orders") == {("orders", p): (0, 60) for p in range(3)}
+    chosen = ranges(
+        subscribe="orders",
+        startingOffsets=json.dumps({"orders": {"0": 10, "1": -2}}),
+        endingOffsets=json.dumps({"orders": {"0": 20, "2": 5}}),
+    )
+    assert chosen == {("orders", 0): (10, 20), ("orders", 1): (0, 60), ("orders", 2): (0, 5)}
+    with pytest.raises(ConfigError, match='startingOffsets "latest" is not valid'):
+        ranges(startingOffsets="latest")
+    with pytest.raises(ConfigError, match='endingOffsets "earliest" is not valid'):
+        ranges(endingOffsets="earliest")
+    with pytest.raises(ConfigError, match="only one of the options subscribe and subscribePattern"):
+        ranges(subscribe="a", subscribePattern="b")
+    with pytest.raises(ConfigError, match="startingOffsets must be"):
+        ranges(startingOffsets="{not json")
+    with pytest.raises(ConfigError, match="failOnDataLoss must be true or false"):
+        ranges(failOnDataLoss="maybe")
+
+
+def test_a_start_below_the_log_start_is_data_loss(tmp_path: Path) -> None:
+    with compactlog.Store.open(tmp_path, ManualClock(NOW)) as store:
+        store.create_topic("t", 1, {"cleanup.policy": "delete", "segment.bytes": 1024})
+        for i in range(40):
+            store.append("t", 0, [(b"k", b"x" * 100)], timestamp=NOW + i)
+        store.delete_records("t", 0, 25)
+        store.run_retention()
+        log_start = store.log_start_offset("t", 0)
+    assert log_start > 0
+    opts = {"path": str(tmp_path), "startingoffsets": json.dumps({"t": {"0": 3}})}
+    with pytest.raises(SparkSourceError, match=f"its log starts at {log_start}"):
+        plan_ranges(str(tmp_path), opts)
+    [part] = plan_ranges(str(tmp_path), {**opts, "failondataloss": "false"})
+    assert (part.start, part.stop) == (log_start, 40)
+
+
+def test_a_cleaned_log_reads_with_its_gaps(spark: Any, tmp_path: Path) -> None:
+    with compactlog.Store.open(tmp_path, ManualClock(NOW)) as store:
+        store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 2048})
+        for i in range(200):
+            store.append("c", 0, [(b"k%d" % (i % 10), b"v%d" % i * 20)], timestamp=NOW + i)
+        store.roll("c", 0)
+        store.clean_log("c", 0)
+    expected = _store_rows(tmp_path, "c")
+    offsets = [row[4] for row in expected]
+    assert offsets != list(range(len(offsets)))  # compaction left gaps
+    df = spark.read.format("compactlog").option("includeHeaders", "true").load(str(tmp_path))
+    assert _df_rows(df) == expected
+
+
+def test_a_partition_is_split_at_batch_boundaries(mixed: Path) -> None:
+    reader = LogReader(
+        {"path": str(mixed), "subscribe": "orders", "maxbytespersplit": "700"}, False
+    )
+    splits = reader.partitions()
+    assert len(splits) > 6  # more tasks than the topic has partitions or segments
+    rows = []
+    for split in splits:
+        assert isinstance(split, SegmentSplit)
+        with open(split.path, "rb") as f:
+            f.seek(split.start)
+            decode_columns(f.read(split.end - split.start))  # whole batches, CRCs valid
+        for batch in read_split(split, headers=False):
+            rows.extend(
+                zip(
+                    batch.column("partition").to_pylist(),
+                    batch.column("offset").to_pylist(),
+                    strict=True,
+                )
+            )
+    assert sorted(rows) == [(p, o) for p in range(3) for o in range(60)]
+    sizes = {s.path: os.path.getsize(s.path) for s in splits if isinstance(s, SegmentSplit)}
+    assert all(s.end <= sizes[s.path] for s in splits if isinstance(s, SegmentSplit))
+
+
+def test_binary_arrays_are_gathered_with_their_nulls() -> None:
+    data = b"..abc.de...f"
+    pos = np.array([2, 0, 6, 11], np.int64)
+    length = np.array([3, -1, 2, 0], np.int32)
+    array = binary_array(data, pos, length)
+    assert array.to_pylist() == [b"abc", None, b"de", b""]
+    assert array.null_count == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -83,7 +84,7 @@ def test_a_data_dir_can_be_open_only_once(open_store: StoreFactory, tmp_path: Pa
 
 
 def test_foreign_files_and_dirs_never_crash_startup(
-    open_store: StoreFactory, tmp_path: Path
+    open_store: StoreFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = open_store()
     store.create_topic("t", 1)
@@ -95,9 +96,14 @@ def test_foreign_files_and_dirs_never_crash_startup(
     (data / "t-x").mkdir()
     (data / "other-0").mkdir()
     (data / "t-0" / "README").write_text("foreign")
-    again = open_store()
+    (data / ".spark-staging").mkdir()
+    with caplog.at_level(logging.WARNING, logger="compactlog"):
+        again = open_store()
     assert again.topics() == ["t"]
     assert [r.value for r in again.read("t", 0)] == [b"v"]
+    ignored = sorted(os.path.basename(r.args[0]) for r in caplog.records if r.args)
+    # Foreign directories are named; hidden ones (tools' own, like the Spark sink's) are not.
+    assert ignored == ["not-a-partition", "other-0", "t-x"]
 
 
 def test_checkpoint_files_in_kafkas_format(open_store: StoreFactory, tmp_path: Path) -> None:

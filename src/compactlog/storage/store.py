@@ -317,6 +317,8 @@ class Store:
             if not self.fs.is_dir(full):
                 continue
             parsed = parse_partition_dir_name(name)
+            if parsed is None and name.startswith("."):
+                continue  # a tool's own hidden directory (the Spark sink's staging and journal)
             if parsed is None or parsed[0] not in self._topics:
                 logger.warning("ignoring %s: not a partition of a known topic", full)
             elif parsed[1] >= self._topics[parsed[0]].partitions:

@@ -32,14 +32,15 @@ def _gather(data: Any, pos: Any, length: Any, offsets: Any, out: Any) -> None:
 
 
 @functools.cache
-def _gather_kernel() -> Callable[..., None]:
+def compiled(kernel: Callable[..., None]) -> Callable[..., None]:
+    """``kernel`` compiled by numba (no GIL, cached on disk), or as it is without numba."""
     try:
         from numba import njit  # noqa: PLC0415
     except ImportError:  # pragma: no cover - numba is a core dependency
-        return _gather
+        return kernel
     _rk.register_numba_helpers()
-    compiled: Callable[..., None] = njit(cache=True, nogil=True)(_gather)
-    return compiled
+    jitted: Callable[..., None] = njit(cache=True, nogil=True)(kernel)
+    return jitted
 
 
 def binary_array(data: Any, pos: Int64Array, length: Int32Array) -> Any:
@@ -57,7 +58,7 @@ def binary_array(data: Any, pos: Int64Array, length: Int32Array) -> Any:
         raise ValueError(f"{total} bytes do not fit one Arrow binary array (at most 2 GiB)")
     out = np.empty(total, np.uint8)
     source = np.frombuffer(data, np.uint8)
-    _gather_kernel()(source, pos.astype(np.int64, copy=False), sizes, offsets, out)
+    compiled(_gather)(source, pos.astype(np.int64, copy=False), sizes, offsets, out)
     nulls = n - int(valid.sum())
     validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
     return pa.Array.from_buffers(

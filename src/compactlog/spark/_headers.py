@@ -7,8 +7,6 @@ strings and binaries are then gathered like keys and values (:mod:`._arrow`).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,22 +36,11 @@ def _locate(
             h += 1
 
 
-@functools.cache
-def _locate_kernel() -> Callable[..., None]:
-    try:
-        from numba import njit  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - numba is a core dependency
-        return _locate
-    _rk.register_numba_helpers()
-    compiled: Callable[..., None] = njit(cache=True, nogil=True)(_locate)
-    return compiled
-
-
 def headers_array(columns: RecordColumns, rows: Any) -> Any:
     """The headers of records ``rows`` of ``columns``."""
     import pyarrow as pa  # noqa: PLC0415
 
-    from compactlog.spark._arrow import binary_array  # noqa: PLC0415
+    from compactlog.spark._arrow import binary_array, compiled  # noqa: PLC0415
 
     counts = columns.headers_count[rows].astype(np.int64)
     total = int(counts.sum())
@@ -62,7 +49,7 @@ def headers_array(columns: RecordColumns, rows: Any) -> Any:
     val_pos = np.zeros(total, np.int64)
     val_len = np.zeros(total, np.int32)
     data = np.frombuffer(columns.data, np.uint8)
-    _locate_kernel()(
+    compiled(_locate)(
         data,
         columns.headers_pos[rows].astype(np.int64),
         counts,

@@ -403,7 +403,8 @@ class _HashOffsetMap:
         stop: int | None = None,
     ) -> HashedKeys:
         """Hash the keys of records ``[start, stop)`` (default: all) for this map. Thread-safe:
-        it reads only the keys and the map's size, never the table."""
+        it reads only the keys and the table's size (fixed until the next :meth:`clear`), never
+        the table."""
         stop = len(key_pos) if stop is None else stop
         cols = _Columns(self._kernels.compiled, data, key_pos, key_len, start, stop)
         return HashedKeys(

@@ -55,8 +55,10 @@ from compactlog.records import (
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     TIMESTAMP_TYPE_MASK,
+    BatchHeader,
 )
-from compactlog.storage.checkpoint import LOG_START_OFFSET_CHECKPOINT
+from compactlog.records.batch import HEADER_STRUCT
+from compactlog.storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, parse_checkpoint
 from compactlog.storage.topic_names import parse_partition_dir_name
 
 NAME = "compactlog"
@@ -70,7 +72,7 @@ DEFAULT_SPLIT_BYTES = 32 << 20
 ARROW_BATCH_ROWS = 65_536
 EARLIEST = -2
 LATEST = -1
-_BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length: the first 12 bytes
+_BATCH_START = struct.Struct(">qi")  # base offset, batch length: the first 12 bytes
 
 
 class SparkSourceError(CompactlogError):
@@ -244,18 +246,12 @@ def _offsets_json(options: dict[str, str], name: str) -> dict[tuple[str, int], i
 
 def _log_start_offsets(path: str) -> dict[tuple[str, int], int]:
     """The store's log-start-offset checkpoint (topic-partition -> offset), if any."""
-    checkpoint = os.path.join(path, LOG_START_OFFSET_CHECKPOINT)
-    out: dict[tuple[str, int], int] = {}
     try:
-        with open(checkpoint, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        with open(os.path.join(path, LOG_START_OFFSET_CHECKPOINT), "rb") as f:
+            data = f.read()
     except FileNotFoundError:
-        return out
-    for line in lines[2:]:  # version, count, then "topic partition offset"
-        fields = line.split()
-        if len(fields) == 3:
-            out[fields[0], int(fields[1])] = int(fields[2])
-    return out
+        return {}
+    return parse_checkpoint(data, LOG_START_OFFSET_CHECKPOINT)
 
 
 def _segment_files(directory: str) -> list[tuple[int, str]]:
@@ -332,13 +328,12 @@ def _walk_batches(path: str, start: int = 0) -> Iterator[tuple[int, int, int]]:
         with mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as view:
             pos = start
             while pos + LOG_OVERHEAD <= size:
-                base, length = _BATCH_HEADER.unpack_from(view, pos)
+                _, length = _BATCH_START.unpack_from(view, pos)
                 batch_size = LOG_OVERHEAD + length
                 if length < MIN_BATCH_LENGTH or pos + batch_size > size:
                     return
-                # lastOffsetDelta: byte 23 of the batch (after CRC and attributes).
-                (delta,) = struct.unpack_from(">i", view, pos + 23)
-                yield pos, batch_size, base + delta
+                header = BatchHeader._make(HEADER_STRUCT.unpack_from(view, pos))
+                yield pos, batch_size, header.last_offset
                 pos += batch_size
 
 

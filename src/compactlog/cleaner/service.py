@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from compactlog.cleaner.cleaner import Cleaner, CleanerBuffers, CleaningAbortedError
@@ -35,6 +36,7 @@ from compactlog.cleaner.stats import (
 )
 from compactlog.cleaner.throttler import Throttler
 from compactlog.errors import CompactlogError, PolicyViolationError, StorageError
+from compactlog.storage.config import BrokerConfig
 from compactlog.storage.log import Log
 from compactlog.storage.store import Store, register_cleaner
 
@@ -42,6 +44,36 @@ logger = logging.getLogger("compactlog.cleaner")
 
 TopicPartition = tuple[str, int]
 MAX_MAP_BYTES = 2**31 - 1
+
+
+def new_cleaner(
+    broker: BrokerConfig,
+    clock: Callable[[], int],
+    thread_id: int = 0,
+    threads: int = 1,
+    *,
+    throttler: Throttler | None = None,
+    check_abort: Callable[[Log], None] = lambda log: None,
+    cleaner_class: type[Cleaner] = Cleaner,
+) -> Cleaner:
+    """Cleaner ``thread_id`` of ``threads`` as the broker config sizes it: its share of
+    ``log.cleaner.dedupe.buffer.size`` for the offset map, half its share of
+    ``log.cleaner.io.buffer.size`` for each of the read and write buffers."""
+    memory = min(broker.dedupe_buffer_size // threads, MAX_MAP_BYTES)
+    offset_map: OffsetMap
+    if broker.offset_map_type == "compact":
+        offset_map = CompactOffsetMap(memory, broker.io_buffer_load_factor)
+    else:
+        offset_map = SkimpyOffsetMap(memory, broker.io_buffer_load_factor)
+    io_share = max(broker.io_buffer_size // threads // 2, 1024)
+    return cleaner_class(
+        thread_id,
+        offset_map,
+        buffers=CleanerBuffers(io_share, max(broker.message_max_bytes, io_share)),
+        throttler=throttler or Throttler(broker.io_max_bytes_per_second),
+        clock=clock,
+        check_abort=check_abort,
+    )
 
 
 @dataclass
@@ -80,20 +112,12 @@ class LogCleaner:
         self._last_stats: dict[int, CleanerStats] = {}  # per cleaner thread: its last round
 
     def _new_cleaner(self, thread_id: int, threads: int) -> Cleaner:
-        broker = self.store.broker
-        memory = min(broker.dedupe_buffer_size // threads, MAX_MAP_BYTES)
-        offset_map: OffsetMap
-        if broker.offset_map_type == "compact":
-            offset_map = CompactOffsetMap(memory, broker.io_buffer_load_factor)
-        else:
-            offset_map = SkimpyOffsetMap(memory, broker.io_buffer_load_factor)
-        io_share = max(broker.io_buffer_size // threads // 2, 1024)
-        return Cleaner(
+        return new_cleaner(
+            self.store.broker,
+            self.store.clock,
             thread_id,
-            offset_map,
-            buffers=CleanerBuffers(io_share, max(broker.message_max_bytes, io_share)),
+            threads,
             throttler=self.throttler,
-            clock=self.store.clock,
             check_abort=self._check_abort,
         )
 

@@ -137,6 +137,56 @@ class SegmentInfo(NamedTuple):
     path: str
 
 
+class DataDirLock:
+    """The exclusive lock on a data directory (``flock`` on its ``.lock`` file).
+
+    A :class:`Store` takes it for as long as it is open. A job that works on the files without
+    a store open (the Spark compaction) holds it itself, so that no store (a broker, the CLI,
+    the in-process cleaner) opens the directory meanwhile. The lock belongs to the open file,
+    so it dies with the process: a killed job leaves no stale lock behind.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        self._fd = -1
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0
+
+    def acquire(self) -> DataDirLock:
+        """Take the lock; raises :class:`StorageError` at once if another holder has it."""
+        if self._fd >= 0:
+            return self
+        lock_path = os.path.join(self.path, LOCK_FILE)
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot open {lock_path}: {exc.strerror}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise StorageError(
+                f"the data directory {self.path} is in use by another process"
+            ) from exc
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+                os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> DataDirLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 class TopicInfo(NamedTuple):
     name: str
     partitions: int
@@ -166,7 +216,8 @@ class Store:
         self._configs: dict[str, LogConfig] = {}
         self._logs: dict[tuple[str, int], Log] = {}
         self._round_robin: dict[str, Iterator[int]] = {}
-        self._lock_fd = -1
+        self._dir_lock: DataDirLock | None = None
+        self._owns_lock = False
         self._closed = False
         self._background: threading.Thread | None = None
         self._cleaner: StoreCleaner | None = None
@@ -194,12 +245,15 @@ class Store:
         fs: FileSystem | None = None,
         background: bool = False,
         rng: random.Random | None = None,
+        dir_lock: DataDirLock | None = None,
     ) -> Store:
         """Open (creating if needed) the data directory ``path`` and recover its logs.
 
         ``clock`` returns epoch milliseconds and drives every time decision (default: the wall
         clock). ``config`` holds broker settings by Kafka's names. ``background=True`` starts the
-        periodic retention, flush and checkpoint tasks.
+        periodic retention, flush and checkpoint tasks. ``dir_lock``: the directory's lock,
+        already held by the caller, who keeps it after the store closes (a job that works on
+        the files between two openings); by default the store takes and releases the lock.
         """
         broker = BrokerConfig.from_dict(dict(config or {}))
         store = cls(
@@ -209,6 +263,7 @@ class Store:
             fs=fs or OsFileSystem(),
             rng=rng or random.Random(),
         )
+        store._dir_lock = dir_lock
         store._open()
         if _cleaner_factory is not None:
             store._cleaner = _cleaner_factory(store)
@@ -228,19 +283,13 @@ class Store:
         self.close()
 
     def _acquire_dir_lock(self) -> None:
-        lock_path = os.path.join(self.path, LOCK_FILE)
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StorageError(f"cannot open {lock_path}: {exc.strerror}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            raise StorageError(
-                f"the data directory {self.path} is in use by another process"
-            ) from exc
-        self._lock_fd = fd
+        if self._dir_lock is None:
+            self._dir_lock = DataDirLock(self.path)
+            self._owns_lock = True
+        elif not self._dir_lock.held or self._dir_lock.path != self.path:
+            raise StorageError(f"the lock given for {self.path} is not held on that directory")
+        if self._owns_lock:
+            self._dir_lock.acquire()
 
     def _open(self) -> None:
         fs = self.fs
@@ -683,11 +732,8 @@ class Store:
         self._release()
 
     def _release(self) -> None:
-        if self._lock_fd >= 0:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-                os.close(self._lock_fd)
-            self._lock_fd = -1
+        if self._owns_lock and self._dir_lock is not None:
+            self._dir_lock.release()
 
     # --- background service -------------------------------------------------------------------
     def start_background(self) -> None:

@@ -143,7 +143,10 @@ def test_one_pass_mode_cleans_in_one_job_what_kafka_cleans_in_several_rounds(
         latest[(record[0], record[2])] = record
     assert after == sorted(latest.values())
     with compactlog.Store.open(one_pass, ManualClock(NOW)) as store:
-        assert store.cleaner.manager.checkpoints() == {("entities", 0): 120_000, ("entities", 1): 120_000}
+        assert store.cleaner.manager.checkpoints() == {
+            ("entities", 0): 120_000,
+            ("entities", 1): 120_000,
+        }
 
 
 def test_tombstones_go_at_the_second_cleaning_after_their_horizon(
@@ -162,9 +165,7 @@ def test_tombstones_go_at_the_second_cleaning_after_their_horizon(
     assert sum(1 for r in _records(data) if r[3] is None) == 0
 
 
-def test_the_job_and_a_store_never_hold_the_directory_at_once(
-    spark: Any, tmp_path: Path
-) -> None:
+def test_the_job_and_a_store_never_hold_the_directory_at_once(spark: Any, tmp_path: Path) -> None:
     data = tmp_path / "locked"
     _fill(data, 100, partitions=1)
     with compactlog.Store.open(data, ManualClock(NOW)) as store:

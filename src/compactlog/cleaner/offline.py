@@ -26,12 +26,10 @@ so the partition is cleaned again next time; cleaning a clean range again writes
 
 from __future__ import annotations
 
-import fcntl
 import os
 import random
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,16 +41,16 @@ from compactlog.cleaner.manager import cleanable_offsets
 from compactlog.cleaner.offset_map import HashedKeys, IntColumn
 from compactlog.cleaner.service import LogCleaner, new_cleaner
 from compactlog.cleaner.stats import CleanerStats, summary_message
-from compactlog.errors import CompactlogError, PolicyViolationError
+from compactlog.errors import CompactlogError, PolicyViolationError, StorageError
 from compactlog.storage.config import BrokerConfig, LogConfig
 from compactlog.storage.fs import OsFileSystem
 from compactlog.storage.loader import load_log
 from compactlog.storage.log import Log
-from compactlog.storage.store import Store
+from compactlog.storage.store import PartitionJobs, Store
 from compactlog.storage.topic_names import partition_dir_name
 
-#: Where a job keeps its per-partition locks and scratch files, inside the data directory.
-WORK_DIR = ".compaction-jobs"
+#: Where a job keeps its partition locks and scratch files, inside the data directory.
+WORK_DIR = PartitionJobs.DIR
 
 
 @dataclass(frozen=True)
@@ -60,6 +58,7 @@ class PartitionPlan:
     """One partition's cleaning round, as planned on the driver (picklable)."""
 
     data_dir: str
+    job_id: str
     topic: str
     partition: int
     config: LogConfig
@@ -98,6 +97,7 @@ class PartitionOutcome:
 def plan_partitions(
     store: Store,
     topic: str,
+    job_id: str,
     partitions: Sequence[int] | None = None,
     now: int | None = None,
     broker: dict[str, str] | None = None,
@@ -125,6 +125,7 @@ def plan_partitions(
         plans.append(
             PartitionPlan(
                 data_dir=store.path,
+                job_id=job_id,
                 topic=topic,
                 partition=p,
                 config=log.config,
@@ -153,22 +154,6 @@ def _cleaner(store: Store) -> LogCleaner:
     return cleaner
 
 
-@contextmanager
-def partition_lock(data_dir: str, topic: str, partition: int) -> Iterator[None]:
-    """Exclusive per-partition lock among the tasks of a job: a speculative or retried task
-    attempt waits for the one still running, then cleans a clean range (the same bytes)."""
-    directory = os.path.join(data_dir, WORK_DIR, "locks")
-    os.makedirs(directory, exist_ok=True)
-    fd = os.open(
-        os.path.join(directory, partition_dir_name(topic, partition)), os.O_CREAT | os.O_RDWR
-    )
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
 def clean_partition(
     plan: PartitionPlan, survivors: npt.NDArray[np.int64] | None = None
 ) -> PartitionOutcome:
@@ -183,37 +168,51 @@ def clean_partition(
     )
     if not plan.cleanable:
         return outcome
+    name = partition_dir_name(plan.topic, plan.partition)
+    try:
+        with PartitionJobs(plan.data_dir).task(plan.job_id, name):
+            return _clean_locked(plan, survivors, outcome)
+    except StorageError as exc:  # the job is over: nothing was touched
+        outcome.end_offset = None
+        outcome.error = f"{type(exc).__name__}: {exc}"
+        return outcome
+
+
+def _clean_locked(
+    plan: PartitionPlan, survivors: npt.NDArray[np.int64] | None, outcome: PartitionOutcome
+) -> PartitionOutcome:
     broker = BrokerConfig.from_dict(plan.broker)
     directory = os.path.join(plan.data_dir, partition_dir_name(plan.topic, plan.partition))
-    with partition_lock(plan.data_dir, plan.topic, plan.partition):
-        log, _ = load_log(
-            OsFileSystem(),
-            directory,
-            plan.topic,
-            plan.partition,
-            plan.config,
-            _epoch_ms,
-            had_clean_shutdown=True,  # the planning store closed cleanly; a half swap is undone
-            recovery_point=None,
-            log_start_offset=plan.log_start_offset,
-            rng=random.Random(0),
-        )
-        try:
-            cleaner = new_cleaner(broker, _epoch_ms, cleaner_class=OnePassCleaner)
-            if survivors is not None:
-                assert isinstance(cleaner, OnePassCleaner)
-                cleaner.use_survivors(
-                    SurvivorMap(survivors, plan.log_start_offset, plan.first_uncleanable_offset)
-                )
-            end, stats = cleaner.clean(
-                log, plan.first_dirty_offset, plan.first_uncleanable_offset, plan.now
+    # The planning store closed cleanly and nothing appends while the job runs, so the files
+    # need no recovery; a swap an earlier attempt left half done is completed or undone.
+    log, _ = load_log(
+        OsFileSystem(),
+        directory,
+        plan.topic,
+        plan.partition,
+        plan.config,
+        _epoch_ms,
+        had_clean_shutdown=True,
+        recovery_point=None,
+        log_start_offset=plan.log_start_offset,
+        rng=random.Random(0),
+    )
+    try:
+        cleaner = new_cleaner(broker, _epoch_ms, cleaner_class=OnePassCleaner)
+        if survivors is not None:
+            assert isinstance(cleaner, OnePassCleaner)
+            cleaner.use_survivors(
+                SurvivorMap(survivors, plan.log_start_offset, plan.first_uncleanable_offset)
             )
-        except (CompactlogError, OSError, CleaningAbortedError) as exc:
-            outcome.end_offset = None
-            outcome.error = f"{type(exc).__name__}: {exc}"
-            return outcome
-        finally:
-            log.close()
+        end, stats = cleaner.clean(
+            log, plan.first_dirty_offset, plan.first_uncleanable_offset, plan.now
+        )
+    except (CompactlogError, OSError, CleaningAbortedError) as exc:
+        outcome.end_offset = None
+        outcome.error = f"{type(exc).__name__}: {exc}"
+        return outcome
+    finally:
+        log.close()
     outcome.end_offset = end
     outcome.summary = summary_message(0, log.name, plan.first_dirty_offset, end, stats)
     outcome.stats = _figures(stats)

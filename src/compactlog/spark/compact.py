@@ -48,7 +48,7 @@ from compactlog.cleaner.offline import (
     record_cleaned,
 )
 from compactlog.errors import ConfigError, StorageError
-from compactlog.storage.store import DataDirLock, Store
+from compactlog.storage.store import CLEAN_SHUTDOWN_FILE, DataDirLock, PartitionJobs, Store
 
 MODES = ("per-partition", "one-pass")
 Progress = Callable[[str], None]
@@ -96,11 +96,17 @@ def compact(
         raise StorageError(f"the data directory {path} does not exist")
     started = time.monotonic()
     phases: dict[str, float] = {}
+    job_id = uuid.uuid4().hex
+    jobs = PartitionJobs(path)
     with DataDirLock(path) as lock:
         with Store.open(path, config=broker_config, dir_lock=lock) as store:
-            plans = plan_partitions(store, topic, partitions, now, broker_config)
+            plans = plan_partitions(store, topic, job_id, partitions, now, broker_config)
             count = store.partitions(topic)
         _clear_work_dir(path)
+        # From here until the store opens again the files are the job's: a crash in between
+        # must not look like a clean shutdown, and tasks check that the job still runs.
+        _remove_clean_shutdown_marker(path)
+        jobs.begin(job_id)
         todo = [p for p in plans if p.cleanable]
         phases["plan"] = time.monotonic() - started
         say(
@@ -229,11 +235,22 @@ def read_survivors(survivors_dir: str, partition: int) -> np.ndarray[Any, np.dty
     return np.sort(np.concatenate(parts).astype(np.int64, copy=False))
 
 
+def _remove_clean_shutdown_marker(path: str) -> None:
+    marker = os.path.join(path, CLEAN_SHUTDOWN_FILE)
+    if os.path.exists(marker):
+        os.remove(marker)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def _clear_work_dir(path: str) -> None:
     """Drop what earlier jobs left (the lock is held: no job is running); keep the locks."""
     work = os.path.join(path, WORK_DIR)
     if not os.path.isdir(work):
         return
     for name in os.listdir(work):
-        if name != "locks":
+        if name not in ("locks", "current"):
             shutil.rmtree(os.path.join(work, name), ignore_errors=True)

@@ -187,6 +187,83 @@ class DataDirLock:
         self.release()
 
 
+class PartitionJobs:
+    """The handshake between a store and a job that rewrites partitions with no store open
+    (a Spark compaction): its tasks may run in processes the job's driver does not own, and
+    outlive it (a killed driver leaves Python workers finishing their task).
+
+    * The driver holds the :class:`DataDirLock` and names the running job in
+      ``.compaction-jobs/current`` (:meth:`begin`).
+    * A task takes its partition's lock, ``.compaction-jobs/locks/<topic>-<partition>``, and
+      then checks that its job is still the current one (:meth:`task`); otherwise it stops.
+    * A store, once it holds the directory lock, first forgets the current job, then refuses to
+      open while any partition lock is held (:meth:`check_idle`).
+
+    Whatever the interleaving, a task that passed its check holds its lock before the store
+    looks at the locks, and a task that checks after the store forgot the job stops: a store
+    and a task never work on the files at once.
+    """
+
+    DIR = ".compaction-jobs"
+
+    def __init__(self, data_dir: str) -> None:
+        self.path = os.path.join(os.path.abspath(data_dir), self.DIR)
+        self._current = os.path.join(self.path, "current")
+        self._locks = os.path.join(self.path, "locks")
+
+    def begin(self, job_id: str) -> None:
+        """Name ``job_id`` the running job (the caller holds the directory lock)."""
+        os.makedirs(self._locks, exist_ok=True)
+        write_file_atomically(OsFileSystem(), self._current, job_id.encode())
+
+    def end(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self._current)
+
+    def check_idle(self) -> None:
+        """Forget the current job; raise :class:`StorageError` while a task holds a lock."""
+        self.end()
+        try:
+            names = sorted(os.listdir(self._locks))
+        except FileNotFoundError:
+            return
+        for name in names:
+            fd = os.open(os.path.join(self._locks, name), os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                raise StorageError(
+                    f"partition {name} of {os.path.dirname(self.path)} is still being rewritten "
+                    "by a task of a compaction job (its driver may be gone); open the store "
+                    "again once that task has finished"
+                ) from exc
+            finally:
+                os.close(fd)
+
+    @contextlib.contextmanager
+    def task(self, job_id: str, partition_dir_name: str) -> Iterator[None]:
+        """Hold the partition's lock (waiting for another attempt of the same task) while the
+        job ``job_id`` is the current one; raises :class:`StorageError` when it is not."""
+        os.makedirs(self._locks, exist_ok=True)
+        fd = os.open(os.path.join(self._locks, partition_dir_name), os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                with open(self._current, "rb") as f:
+                    current = f.read().decode()
+            except FileNotFoundError:
+                current = ""
+            if current != job_id:
+                raise StorageError(
+                    f"compaction job {job_id} is no longer running on "
+                    f"{os.path.dirname(self.path)} (its driver is gone); not touching "
+                    f"{partition_dir_name}"
+                )
+            yield
+        finally:
+            os.close(fd)
+
+
 class TopicInfo(NamedTuple):
     name: str
     partitions: int
@@ -298,6 +375,7 @@ class Store:
         fs.makedirs(self.path)
         self._acquire_dir_lock()
         try:
+            PartitionJobs(self.path).check_idle()
             marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
             self.had_clean_shutdown = fs.exists(marker)
             if self.had_clean_shutdown:

@@ -23,6 +23,13 @@ Options, named as Spark's Kafka source names them:
 * ``includeHeaders`` (``false``).
 * ``maxBytesPerSplit`` (compactlog's own, 32 MiB): the size of a task's byte range.
 
+``spark.readStream.format("compactlog")`` takes the same options, except that
+``startingOffsets`` may be ``latest`` (and applies only to a query without a checkpoint; topics
+and partitions that appear later start at earliest), ``endingOffsets`` is refused, and
+``maxOffsetsPerTrigger`` caps the offsets of a micro-batch as Spark's Kafka source does. The
+checkpoint holds ``{"topic": {"0": 42}}``, per partition the next offset to read. See
+:mod:`compactlog.spark.stream`.
+
 A read is a snapshot of the files as planning finds them: the end of each partition is its log
 end offset then (records appended later are not read). Control batches (transaction markers) are
 never returned, as a Kafka consumer never returns them; offsets keep their gaps (a compacted log
@@ -98,6 +105,11 @@ class CompactlogDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return LogReader(options_of(self.options), "headers" in schema.fieldNames())
+
+    def streamReader(self, schema: StructType) -> Any:  # noqa: N802 - Spark's name
+        from compactlog.spark.stream import LogStreamReader  # noqa: PLC0415
+
+        return LogStreamReader(options_of(self.options), "headers" in schema.fieldNames())
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         from compactlog.spark.sink import LogWriter  # noqa: PLC0415

@@ -1,0 +1,469 @@
+"""The streaming read of the ``compactlog`` source: a data directory's logs as micro-batches.
+
+    query = (spark.readStream.format("compactlog")
+             .option("subscribe", "orders")             # or subscribePattern
+             .option("startingOffsets", "earliest")     # or "latest", or JSON
+             .option("maxOffsetsPerTrigger", "100000")  # optional cap per micro-batch
+             .load("data-dir")
+             .writeStream.option("checkpointLocation", "ckpt")
+             .trigger(availableNow=True)
+             .start("out-dir"))
+
+The rows and the options are the batch source's (:mod:`compactlog.spark.source`), with these
+differences, as Spark's Kafka source has them:
+
+* ``startingOffsets`` (``earliest``) also takes ``latest``; it applies only when a query starts
+  without a checkpoint. Partitions and topics that appear later (``subscribePattern``, or a topic
+  created after the start) are read from their earliest offset.
+* ``endingOffsets`` is refused: a stream has no end.
+* ``maxOffsetsPerTrigger`` (no cap): at most this many offsets per micro-batch, split over the
+  partitions in proportion to their backlog (a partition with a backlog gets at least one). A
+  compacted range holds fewer records than offsets. ``trigger(availableNow=True)`` honours it.
+* ``failOnDataLoss`` (``true``) also covers what a stream can lose between micro-batches: offsets
+  deleted (by retention or DeleteRecords) before they were read, a partition that disappeared
+  (its topic deleted) or went back (deleted and re-created), a new partition whose log no longer
+  starts at 0. ``false`` logs a warning and reads what is there.
+
+Offsets, in the checkpoint as Spark's Kafka source writes them: ``{"orders": {"0": 42, "1":
+17}}``, per partition the next offset to read. A micro-batch ``[start, end)`` returns the records
+with ``start <= offset < end``; no offset arithmetic assumes ``offset + 1`` (compaction leaves
+gaps, and an end may fall into one).
+
+Theory of operation
+-------------------
+Spark keeps one Python process on the driver for the query's stream reader; state kept on
+``self`` lives as long as the query does. Tasks get a pickled copy for :meth:`read`.
+
+``latestOffset(start, limit)`` lists the selected partitions and takes each one's log end
+offset from the files, as the batch planner does, without the store's lock: a process that has
+the store open may be appending meanwhile, and a torn batch at the tail ends the walk. The walk
+over the last segment's batch headers resumes where the previous call stopped (segments only
+grow), so polling a quiet stream costs directory listings and a ``stat`` per segment. The log
+end offsets seen are the latest offsets; the end of the micro-batch is those, capped by the
+``availableNow`` target (the log ends when the query started) and by ``maxOffsetsPerTrigger``.
+
+``partitions(start, end)`` turns each partition's ``[start, end)`` into the batch planner's
+byte ranges (:func:`~compactlog.spark.source.segment_splits`), each tagged with the segment
+file's inode and its own offset sub-range (the sub-ranges of a partition tile ``[start, end)``).
+The cleaner replaces segments (``.swap`` renames) and retention deletes them while a stream runs:
+a listing taken mid-swap, or one that changed while the byte ranges were computed, is taken
+again, so a range can never go missing between a ``.deleted`` and a ``.swap`` rename.
+
+``read(split)`` reads the planned bytes when the file is still the planned inode (before and
+after the read); otherwise, the cleaner or retention got there first, it plans the split's offset
+sub-range again from the files as they are now. Records compacted away in between are gone for
+every reader; offsets deleted by retention are data loss (see ``failOnDataLoss``).
+
+Exactly once: Spark records ``end`` before the micro-batch runs and passes it back as the next
+``start``, so consecutive micro-batches tile the offset line; a micro-batch replayed after a
+restart is planned again from the same ``start`` and ``end`` and reads the same offsets (less
+any records the cleaner dropped meanwhile).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import struct
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from compactlog.errors import CompactlogError, ConfigError
+from compactlog.spark.source import (
+    DEFAULT_SPLIT_BYTES,
+    EARLIEST,
+    LATEST,
+    PartitionRange,
+    SegmentSplit,
+    SparkSourceError,
+    _flag,
+    _int_option,
+    _log_end_offset,
+    _log_start_offsets,
+    _offsets_json,
+    _partition_dirs,
+    _required_path,
+    _selected_topics,
+    _walk_batches,
+    read_split,
+    segment_splits,
+)
+from compactlog.storage.segment import LOG_SUFFIX, SWAP_RANGE_SUFFIX, SWAP_SUFFIX
+
+logger = logging.getLogger("compactlog.spark.stream")
+
+TopicPartition = tuple[str, int]
+Offsets = dict[TopicPartition, int]
+#: A cleaner's swap is a handful of renames; waiting this long for one to end means it died
+#: mid-swap (opening the store finishes the swap).
+SWAP_WAIT_SECONDS = 5.0
+SWAP_POLL_SECONDS = 0.02
+#: Reads of a split whose segment the cleaner or retention replaced meanwhile, planned again
+#: each time; more than a few replacements during one task's read means something is wrong.
+READ_ATTEMPTS = 4
+_BASE_OFFSET = struct.Struct(">q")
+
+
+class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("compactlog")``: see the module docstring."""
+
+    def __init__(self, options: dict[str, str], headers: bool) -> None:
+        if "endingoffsets" in options:
+            raise ConfigError(
+                "option endingOffsets is not valid for a streaming read (a stream has no end)"
+            )
+        self.options = options
+        self.headers = headers
+        self.path = _required_path(options)
+        _selected_topics(set(), options)  # subscribe/subscribePattern errors, now
+        self.starting = _offsets_json(options, "startingOffsets")
+        self.fail_on_data_loss = _flag(options, "failOnDataLoss", True)
+        self.split_bytes = _int_option(options, "maxBytesPerSplit", DEFAULT_SPLIT_BYTES, 1)
+        self.max_offsets: int | None = None
+        if "maxoffsetspertrigger" in options:
+            self.max_offsets = _int_option(options, "maxOffsetsPerTrigger", 0, 1)
+        self._tails: dict[str, _Tail] = {}
+        self._target: Offsets | None = None
+        self._latest: Offsets | None = None
+
+    # --- offsets (the driver) ----------------------------------------------------------------
+
+    def initialOffset(self) -> dict[str, Any]:  # noqa: N802 - Spark's names
+        bounds = self._bounds()
+        if not isinstance(self.starting, dict):
+            latest = self.starting == "latest"
+            offsets = {tp: b.log_end if latest else b.log_start for tp, b in bounds.items()}
+        else:
+            offsets = {}
+            for (topic, partition), b in bounds.items():
+                wanted = self.starting.get((topic, partition), EARLIEST)
+                if wanted == EARLIEST:
+                    wanted = b.log_start
+                elif wanted == LATEST:
+                    wanted = b.log_end
+                elif wanted < b.log_start:
+                    self._data_loss(
+                        f"startingOffsets asks for offset {wanted} of {topic}-{partition}, but "
+                        f"its log starts at {b.log_start} (the records before were deleted)"
+                    )
+                offsets[(topic, partition)] = min(max(wanted, b.log_start), b.log_end)
+        return offsets_to_json(offsets)
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+        self._target = {tp: b.log_end for tp, b in self._bounds().items()}
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
+        if self.max_offsets is None:
+            return ReadAllAvailable()
+        return ReadMaxRows(self.max_offsets)
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:  # noqa: N802
+        begin = offsets_from_json(start)
+        bounds = self._bounds()
+        self._latest = {tp: b.log_end for tp, b in bounds.items()}
+        end = dict(self._latest if self._target is None else self._target)
+        if isinstance(limit, ReadMaxRows):
+            # A partition new since ``start`` starts at its log start, as partitions() reads it.
+            new = {tp: b.log_start for tp, b in bounds.items() if tp not in begin}
+            first = {tp: begin.get(tp, new.get(tp, end[tp])) for tp in end}
+            end = rate_limit(limit.max_rows, first, end)
+        return offsets_to_json(end)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:  # noqa: N802
+        return None if self._latest is None else offsets_to_json(self._latest)
+
+    # --- planning (the driver) ---------------------------------------------------------------
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin, stop = offsets_from_json(start), offsets_from_json(end)
+        bounds = self._bounds()
+        existing = _partition_dirs(self.path)
+        for topic, partition in sorted(set(begin) - set(stop)):
+            if (topic, partition) not in existing:
+                self._data_loss(f"partition {topic}-{partition} is gone (its topic was deleted)")
+        splits: list[InputPartition] = []
+        for (topic, partition), until in stop.items():
+            name = f"{topic}-{partition}"
+            b = bounds.get((topic, partition))
+            if b is None:
+                self._data_loss(f"partition {name} is gone (its topic was deleted)")
+                continue
+            if (topic, partition) in begin:
+                first = begin[(topic, partition)]
+            else:
+                first = b.log_start
+                if first > 0:
+                    self._data_loss(f"new partition {name} starts at offset {first}, not 0")
+            if until < first:
+                self._data_loss(
+                    f"the log of {name} went back from offset {first} to {until} (was its "
+                    "topic deleted and created again?)"
+                )
+            elif first < until:
+                part = PartitionRange(topic, partition, b.directory, first, until)
+                splits.extend(self._plan_readable(part, self.split_bytes))
+        return splits
+
+    def _plan_readable(self, part: PartitionRange, split_bytes: int) -> list[StreamSplit]:
+        """The splits of ``part`` less its offsets below the log start: those are data loss."""
+        name = f"{part.topic}-{part.partition}"
+        try:
+            splits, disk_start = plan_stream_splits(part, split_bytes)
+        except FileNotFoundError:
+            self._data_loss(f"partition {name} is gone (its topic was deleted)")
+            return []
+        # The checkpoint is read after the listing: both only move forwards.
+        checkpointed = _log_start_offsets(self.path).get((part.topic, part.partition), 0)
+        log_start = max(disk_start, checkpointed)
+        if part.start < log_start:
+            self._data_loss(
+                f"offsets {part.start} to {min(log_start, part.stop) - 1} of {name} were "
+                "deleted before the stream read them"
+            )
+            splits = [replace(s, first=max(s.first, log_start)) for s in splits]
+            splits = [s for s in splits if s.first < s.stop]
+        return splits
+
+    def _bounds(self) -> dict[TopicPartition, LogBounds]:
+        dirs = _partition_dirs(self.path)
+        topics = _selected_topics({t for t, _ in dirs}, self.options)
+        log_starts = _log_start_offsets(self.path)
+        bounds = {}
+        for (topic, partition), directory in dirs.items():
+            if topic not in topics:
+                continue
+            try:
+                logs = _stable_log_files(directory)
+            except FileNotFoundError:
+                continue  # its topic was deleted since the listing
+            segments = [(int(n[: -len(LOG_SUFFIX)]), os.path.join(directory, n)) for n in logs]
+            first_base = segments[0][0] if segments else 0
+            log_start = max(first_base, log_starts.get((topic, partition), 0))
+            log_end = max(self._log_end(directory, segments), log_start)
+            bounds[(topic, partition)] = LogBounds(directory, log_start, log_end)
+        return bounds
+
+    def _log_end(self, directory: str, segments: list[tuple[int, str]]) -> int:
+        """The log end offset, walking the last segment from where the last call stopped."""
+        tail = self._tails.pop(directory, None)
+        if not segments:
+            return 0
+        path = segments[-1][1]
+        try:
+            stat = os.stat(path)
+        except FileNotFoundError:
+            return _log_end_offset(segments)
+        if tail is None or (tail.path, tail.inode) != (path, stat.st_ino):
+            tail = _Tail(path, stat.st_ino, 0, -1)
+        if stat.st_size < tail.position:
+            tail = _Tail(path, stat.st_ino, 0, -1)  # truncated (recovery): walk it again
+        position, last = tail.position, tail.last
+        for batch_position, size, batch_last in _walk_batches(path, position):
+            position, last = batch_position + size, batch_last
+        self._tails[directory] = _Tail(path, stat.st_ino, position, last)
+        return last + 1 if last >= 0 else _log_end_offset(segments)
+
+    def _data_loss(self, message: str) -> None:
+        _data_loss(self.fail_on_data_loss, message)
+
+    # --- reading (the executors) -------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        split = partition
+        assert isinstance(split, StreamSplit)
+        yield from self._read(split, READ_ATTEMPTS)
+
+    def _read(self, split: StreamSplit, attempts: int) -> list[Any]:
+        """The planned bytes if the file is still the planned one, else the split's offsets
+        planned again from the files as they are now."""
+        batches = _read_if_unchanged(split, self.headers)
+        if batches is not None:
+            return batches
+        if attempts <= 1:
+            raise SparkSourceError(f"{split.directory} kept changing while the stream read it")
+        part = PartitionRange(
+            split.topic, split.partition, split.directory, split.first, split.stop
+        )
+        return [
+            batch
+            for again in self._plan_readable(part, 1 << 62)  # one split per segment
+            for batch in self._read(again, attempts - 1)
+        ]
+
+
+@dataclass(frozen=True)
+class LogBounds:
+    """A partition's directory and its log start and log end offsets, as the files show."""
+
+    directory: str
+    log_start: int
+    log_end: int
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """Where the last walk over a partition's last segment stopped: the next batch's position
+    and the last offset before it (-1: none)."""
+
+    path: str
+    inode: int
+    position: int
+    last: int
+
+
+@dataclass(frozen=True)
+class StreamSplit(SegmentSplit):
+    """A :class:`SegmentSplit` whose ``[first, stop)`` is its own offset sub-range, with the
+    segment's inode at planning and the partition directory to plan it again from."""
+
+    inode: int
+    directory: str
+
+
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, Any]:
+    """``{"topic": {"partition": offset}}``, topics by name and partitions by number: Spark
+    compares offsets as JSON text, so equal offsets must give equal text."""
+    out: dict[str, dict[str, int]] = {}
+    for topic, partition in sorted(offsets):
+        out.setdefault(topic, {})[str(partition)] = int(offsets[(topic, partition)])
+    return out
+
+
+def offsets_from_json(raw: Mapping[str, Any]) -> Offsets:
+    """The inverse of :func:`offsets_to_json`; anything else (another source's checkpoint) is
+    refused."""
+    try:
+        return {
+            (str(topic), int(partition)): int(offset)
+            for topic, partitions in raw.items()
+            for partition, offset in partitions.items()
+        }
+    except (ValueError, AttributeError, TypeError):
+        raise SparkSourceError(
+            f'offset {raw!r} is not a compactlog offset ({{"topic": {{"0": 42}}}}): does the '
+            "checkpoint belong to another source?"
+        ) from None
+
+
+def rate_limit(limit: int, begin: Mapping[TopicPartition, int], end: Offsets) -> Offsets:
+    """``end`` capped at about ``limit`` offsets in all, as Spark's Kafka source caps it
+    (``KafkaMicroBatchStream.rateLimit``): each partition gets its share of ``limit`` in
+    proportion to its backlog, rounded down, or up to one where the share is below one offset so
+    that no partition starves."""
+    backlog = {tp: stop - begin[tp] for tp, stop in end.items() if stop - begin[tp] > 0}
+    total = sum(backlog.values())
+    if total < 1:
+        return end
+    capped = dict(end)
+    for tp, size in backlog.items():
+        share = limit * (size / total)
+        capped[tp] = min(end[tp], begin[tp] + (math.ceil(share) if share < 1 else int(share)))
+    return capped
+
+
+def plan_stream_splits(part: PartitionRange, split_bytes: int) -> tuple[list[StreamSplit], int]:
+    """:func:`segment_splits` of ``part`` with their inodes and offset sub-ranges, from a listing
+    that did not change while they were computed; and the base offset of the partition's first
+    segment then (``part.stop`` if it had none): offsets below it are no longer on disk."""
+    deadline = time.monotonic() + SWAP_WAIT_SECONDS
+    while True:
+        before = _stable_log_files(part.directory, deadline)
+        try:
+            splits = segment_splits(part, split_bytes)
+            bases = [_base_offset(s) for s in splits[1:]]
+        except FileNotFoundError:  # retention deleted a segment: list again
+            splits, bases = [], [None]
+        if None not in bases and _stable_log_files(part.directory, deadline) == before:
+            break
+        if time.monotonic() > deadline:
+            raise SparkSourceError(
+                f"the segments of {part.directory} kept changing while the stream planned them"
+            )
+    disk_start = int(min(before)[: -len(LOG_SUFFIX)]) if before else part.stop
+    if not splits:
+        return [], disk_start
+    firsts = [part.start, *(max(part.start, b or 0) for b in bases)]
+    stops = [*firsts[1:], part.stop]
+    return [
+        StreamSplit(
+            *(s.path, s.topic, s.partition, s.start, s.end, first, stop),
+            inode=before[os.path.basename(s.path)],
+            directory=part.directory,
+        )
+        for s, first, stop in zip(splits, firsts, stops, strict=True)
+    ], disk_start
+
+
+def _base_offset(split: SegmentSplit) -> int | None:
+    try:
+        with open(split.path, "rb") as f:
+            data = os.pread(f.fileno(), _BASE_OFFSET.size, split.start)
+    except FileNotFoundError:
+        return None
+    return _BASE_OFFSET.unpack(data)[0] if len(data) == _BASE_OFFSET.size else None
+
+
+def _stable_log_files(directory: str, deadline: float | None = None) -> dict[str, int]:
+    """``{segment file name: inode}`` of the ``.log`` files, from a listing taken while no
+    cleaner was swapping segments (a swap renames the old segments ``.deleted`` before the new
+    one gets its final name; a listing in between misses offsets)."""
+    if deadline is None:
+        deadline = time.monotonic() + SWAP_WAIT_SECONDS
+    while True:
+        names = os.listdir(directory)
+        if not any(n.endswith((SWAP_SUFFIX, SWAP_RANGE_SUFFIX)) for n in names):
+            logs = {}
+            for name in names:
+                stem, dot, ext = name.partition(".")
+                if dot + ext == LOG_SUFFIX and stem.isdigit() and len(stem) == 20:
+                    try:
+                        logs[name] = os.stat(os.path.join(directory, name)).st_ino
+                    except FileNotFoundError:
+                        break  # renamed while we looked: list again
+            else:
+                return dict(sorted(logs.items()))
+        if time.monotonic() > deadline:
+            raise SparkSourceError(
+                f"{directory} has been in the middle of a segment swap for "
+                f"{SWAP_WAIT_SECONDS:g} s: a cleaner died mid-swap? (opening the store finishes it)"
+            )
+        time.sleep(SWAP_POLL_SECONDS)
+
+
+def _inode(path: str) -> int:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return -1
+
+
+def _read_if_unchanged(split: StreamSplit, headers: bool) -> list[Any] | None:
+    """The split's batches, or ``None`` if its file is not the planned one (before or after)."""
+    if _inode(split.path) != split.inode:
+        return None
+    try:
+        batches = list(read_split(split, headers))
+    except (OSError, CompactlogError):
+        if _inode(split.path) != split.inode:
+            return None
+        raise
+    return batches if _inode(split.path) == split.inode else None
+
+
+def _data_loss(fail: bool, message: str) -> None:
+    if fail:
+        raise SparkSourceError(
+            f"{message}; set failOnDataLoss=false to read on from what the log holds"
+        )
+    logger.warning("%s; reading on (failOnDataLoss=false)", message)

@@ -196,3 +196,14 @@ def test_binary_arrays_are_gathered_with_their_nulls() -> None:
     array = binary_array(data, pos, length)
     assert array.to_pylist() == [b"abc", None, b"de", b""]
     assert array.null_count == 1
+
+
+def test_a_read_with_nothing_to_read_is_empty(spark: Any, mixed: Path) -> None:
+    at_end = json.dumps({"orders": {"0": 60, "1": 60, "2": 60}})
+    df = (
+        spark.read.format("compactlog")
+        .option("subscribe", "orders")
+        .option("startingOffsets", at_end)
+        .load(str(mixed))
+    )
+    assert df.count() == 0

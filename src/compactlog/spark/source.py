@@ -167,9 +167,10 @@ class LogReader(DataSourceReader):
         return splits
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        split = partition
-        assert isinstance(split, SegmentSplit)
-        yield from read_split(split, self.headers)
+        if isinstance(partition, SegmentSplit):
+            yield from read_split(partition, self.headers)
+        # Otherwise nothing was planned (every range empty): Spark still runs one task, with
+        # its default InputPartition(None), and it reads nothing.
 
 
 # --- planning --------------------------------------------------------------------------------

@@ -251,6 +251,8 @@ def test_bad_input_is_refused_before_any_job(tmp_path: Path) -> None:
         snapshot(None, data, "t", tmp_path / "file")
     with pytest.raises(SnapshotError, match="is a data directory"):
         snapshot(None, data, "t", data)
+    with pytest.raises(SnapshotError, match="lies inside"):
+        snapshot(None, data, "t", data / "t-0")
     other = tmp_path / "other"
     version = other / "version-00000001"
     version.mkdir(parents=True)

@@ -204,10 +204,13 @@ def _locked(output_dir: str) -> Iterator[None]:
 def _check_output_dir(output_dir: str, data_dir: str) -> None:
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise SnapshotError(f"output directory {output_dir} exists and is not a directory")
-    if os.path.realpath(output_dir) == os.path.realpath(data_dir) or os.path.exists(
+    out, data = os.path.realpath(output_dir), os.path.realpath(data_dir)
+    if os.path.commonpath([out, data]) == data or os.path.exists(
         os.path.join(output_dir, TOPICS_FILE)
     ):
-        raise SnapshotError(f"output directory {output_dir} is a data directory")
+        raise SnapshotError(
+            f"output directory {output_dir} is a data directory or lies inside {data_dir}"
+        )
     try:
         os.makedirs(output_dir, exist_ok=True)
     except OSError as exc:

@@ -1,0 +1,184 @@
+"""A data directory's logs as the store would load them, without the store: read-only, unlocked.
+
+:meth:`Store.open <compactlog.storage.store.Store.open>` takes the directory's lock and recovers
+every log (it completes swaps, rebuilds indexes, truncates torn tails), so a report cannot use it
+while a broker, the CLI or a Spark job has the directory open, and must not change a directory
+it only looks at. The storage layer has no read-only mode, so this module builds the store's own
+objects, a :class:`~compactlog.storage.log.Log` of real
+:class:`~compactlog.storage.segment.LogSegment`\\ s, over :class:`ReadOnlyFileSystem`: files are
+opened ``O_RDONLY`` and every change raises. The cleaner manager's functions then compute the
+cleanable range and dirty ratio from the same objects, by the same code, as for a store.
+
+What it reads, as the store would at open: ``compactlog-topics.json`` (topics, partition counts,
+config overrides; without it, the partition directories with default configs, as the store adopts
+them), ``log-start-offset-checkpoint`` and ``cleaner-offset-checkpoint``, and the ``.log`` files
+(plus the time indexes of the inactive segments, for ``min.compaction.lag.ms``). Temporaries of
+an interrupted cleaning (``.cleaned``, ``.swap``, ``.deleted``) are ignored: the originals count,
+as the Spark source reads them. A store that is open writes its log-start-offset checkpoint only
+now and then, so a log start moved by retention or DeleteRecords may show a little late; and with
+``preallocate=true`` the open store's active segment file counts at its pre-allocated length.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from compactlog.errors import CompactlogError, StorageError
+from compactlog.storage.checkpoint import MalformedCheckpointError, parse_checkpoint
+from compactlog.storage.config import BrokerConfig, LogConfig
+from compactlog.storage.fs import FileHandle, OsFileHandle, OsFileSystem
+from compactlog.storage.log import Log, segment_settings
+from compactlog.storage.segment import LOG_SUFFIX, LogSegment
+from compactlog.storage.store import TOPICS_FILE
+from compactlog.storage.topic_names import parse_partition_dir_name, partition_dir_name
+
+
+class ReadOnlyFileSystem(OsFileSystem):
+    """The real filesystem, opened ``O_RDONLY``: a write through a handle fails (``EBADF``) and
+    every operation that would change the directory raises :class:`StorageError`."""
+
+    def open(self, path: str, *, create: bool = False) -> FileHandle:
+        if create and not os.path.exists(path):
+            raise _refused("create", path)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            raise StorageError(f"open {path!r} failed: {exc.strerror or exc}") from exc
+        return OsFileHandle(path, fd)
+
+    def rename(self, src: str, dst: str) -> None:
+        raise _refused("rename", f"{src} -> {dst}")
+
+    def remove(self, path: str) -> None:
+        raise _refused("remove", path)
+
+    def makedirs(self, path: str) -> None:
+        raise _refused("mkdir", path)
+
+    def rmdir(self, path: str) -> None:
+        raise _refused("rmdir", path)
+
+    def sync_dir(self, path: str) -> None:
+        raise _refused("fsync", path)
+
+    def set_mtime_ms(self, path: str, mtime_ms: int) -> None:
+        raise _refused("utime", path)
+
+
+def _refused(op: str, path: str) -> StorageError:
+    return StorageError(f"{op} {path!r} refused: the data directory is opened read-only")
+
+
+@dataclass(frozen=True)
+class TopicEntry:
+    """A topic as the store knows it."""
+
+    name: str
+    partitions: int
+    config: LogConfig
+
+
+def read_topics(data_dir: str, broker: BrokerConfig) -> dict[str, TopicEntry]:
+    """The store's topics with their effective configs (overrides over ``broker``'s defaults)."""
+    if not os.path.isdir(data_dir):
+        raise StorageError(f"the data directory {data_dir} does not exist")
+    path = os.path.join(data_dir, TOPICS_FILE)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return _adopted_topics(data_dir, broker)
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    topics = {}
+    try:
+        for name, entry in json.loads(raw.decode("utf-8"))["topics"].items():
+            overrides = {str(k): str(v) for k, v in entry["config"].items()}
+            topics[name] = TopicEntry(
+                name, int(entry["partitions"]), LogConfig.create(overrides, broker)
+            )
+    except (ValueError, KeyError, TypeError, AttributeError, CompactlogError) as exc:
+        raise StorageError(f"{path} is damaged ({exc}); cannot tell which topics exist") from exc
+    return topics
+
+
+def _adopted_topics(data_dir: str, broker: BrokerConfig) -> dict[str, TopicEntry]:
+    """No topics file (a directory copied from a Kafka broker): the store adopts the partition
+    directories with default configs, and so does this."""
+    counts: dict[str, int] = {}
+    for name in os.listdir(data_dir):
+        parsed = parse_partition_dir_name(name)
+        if parsed is not None and os.path.isdir(os.path.join(data_dir, name)):
+            counts[parsed[0]] = max(counts.get(parsed[0], 0), parsed[1] + 1)
+    default = LogConfig.create({}, broker)
+    return {name: TopicEntry(name, n, default) for name, n in sorted(counts.items())}
+
+
+def read_checkpoint(data_dir: str, name: str) -> dict[tuple[str, int], int]:
+    """A checkpoint file's entries; missing or malformed reads as empty, as the store reads it."""
+    try:
+        with open(os.path.join(data_dir, name), "rb") as f:
+            return parse_checkpoint(f.read(), name)
+    except (FileNotFoundError, MalformedCheckpointError):
+        return {}
+
+
+@contextmanager
+def read_only_log(
+    data_dir: str,
+    topic: str,
+    partition: int,
+    config: LogConfig,
+    log_start_checkpoint: int | None,
+    now: int,
+) -> Iterator[Log | None]:
+    """The partition's log as the store would load it after a clean shutdown (None: it has no
+    segment file yet); its file handles are closed on exit."""
+    directory = os.path.join(data_dir, partition_dir_name(topic, partition))
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        names = []
+    bases = sorted(
+        int(name[: -len(LOG_SUFFIX)])
+        for name in names
+        if name.endswith(LOG_SUFFIX) and len(name) == 20 + len(LOG_SUFFIX) and name[:20].isdigit()
+    )
+    if not bases:
+        yield None
+        return
+    fs = ReadOnlyFileSystem()
+    settings = segment_settings(config)
+    segments: list[LogSegment] = []
+    try:
+        for base in bases:
+            segment = LogSegment(fs, directory, base, settings, now_ms=now, create=False)
+            segments.append(segment)
+        for segment in segments[:-1]:
+            # The largest timestamp (min.compaction.lag.ms) comes from the time index. The
+            # active segment's index may be pre-allocated by an open store: it is not read, and
+            # its end is found by scanning its batches.
+            segment.time_index.load()
+        next_offset = segments[-1].read_next_offset()
+        start = min(max(log_start_checkpoint or 0, segments[0].base_offset), next_offset)
+        log = Log(
+            fs,
+            directory,
+            topic,
+            partition,
+            config,
+            lambda: now,
+            segments,
+            log_start_offset=start,
+            recovery_point=next_offset,
+            rng=random.Random(0),
+        )
+        yield log
+    finally:
+        for segment in segments:
+            segment.close_handles()

@@ -26,7 +26,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from compactlog.errors import StorageError
+from compactlog.errors import MessageTooLargeError, StorageError
 from compactlog.records import Compression
 from compactlog.spark import sink
 from compactlog.spark._staging import (
@@ -207,6 +207,25 @@ def test_only_the_committed_attempt_lands(tmp_path: Path) -> None:
     writer.commit([second, other_task])
     assert [r.value for r in records(data, "t")[0]] == [b"a1", b"b1", b"c1"]
     assert not (data / STAGING_DIR).exists()  # the losing attempt's file went with it
+
+
+def test_batches_fit_small_segments_and_a_record_too_big_for_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    """segment.bytes below 1 MiB (and below max.message.bytes): the commit cuts batches that
+    fit a segment; a record no segment can hold fails the write before any append."""
+    data = tmp_path / "data"
+    make_store(data, "t", 1, **{"segment.bytes": "16384"})
+    writer = sink.LogWriter({"path": str(data), "topic": "t"}, KV, False)
+    values = [b"v%04d" % i + b"." * 95 for i in range(2000)]
+    writer.commit([writer.write(iter([_batch(values)]))])
+    assert [r.value for r in records(data, "t")[0]] == values
+    with Store.open(data) as store:
+        assert len(store.segments("t", 0)) > 10
+    big = writer.write(iter([_batch([b"x" * 20_000])]))
+    with pytest.raises(MessageTooLargeError, match="segment.bytes=16384"):
+        writer.commit([big])
+    assert len(records(data, "t")[0]) == 2000
 
 
 def test_store_locked_by_another_process_names_the_lock(tmp_path: Path) -> None:

@@ -46,13 +46,8 @@ SPEC = WorkloadSpec(
     republish=True,
     partitions=3,
     seed=7,
-    # Small segments, so there is something to compact; the sink's batches follow
-    # max.message.bytes, which must not exceed a segment.
-    topic_config={
-        "cleanup.policy": "compact",
-        "segment.bytes": "65536",
-        "max.message.bytes": "65536",
-    },
+    # Small segments, so there is something to compact (the sink cuts batches to fit them).
+    topic_config={"cleanup.policy": "compact", "segment.bytes": "65536"},
 )
 
 
@@ -222,8 +217,13 @@ def test_an_existing_topic_is_appended_to_only_if_it_fits(tmp_path: Path, spark:
     small = WorkloadSpec(topic="small", keys=10, value_bytes=1000, partitions=3)
     with pytest.raises(ConfigError, match=r"value_bytes=1000.*max.message.bytes=1000"):
         generate(spark, str(data), small)
-    tiny_segments = WorkloadSpec(topic="new", keys=10, topic_config={"segment.bytes": "65536"})
-    with pytest.raises(ConfigError, match=r"segment.bytes=65536.*set max.message.bytes"):
+    tiny_segments = WorkloadSpec(
+        topic="new",
+        keys=10,
+        value_bytes=20_000,
+        topic_config={"cleanup.policy": "compact", "segment.bytes": "16384"},
+    )
+    with pytest.raises(ConfigError, match=r"more than topic 'new'.s segment.bytes=16384"):
         generate(spark, str(data), tiny_segments)
     with compactlog.Store.open(data, ManualClock()) as store:
         assert store.topics() == ["small", "tickets"]  # "new" was refused before its creation

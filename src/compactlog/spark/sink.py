@@ -35,8 +35,8 @@ never read; they are deleted with the staging directory.
    no null key goes to a compacted topic, every record fits ``max.message.bytes``, timestamps are
    within the topic's bounds. Any failure raises and nothing is appended;
 4. write the plan to the journal (:mod:`compactlog.spark._staging`) with fsync, append the rows
-   partition by partition as record batches (up to 500 records / 1 MiB each, in row order, task
-   order first), fsync the logs, then record the batch id (stream) or drop the journal (batch)
+   partition by partition as record batches (up to 500 records, 1 MiB and ``segment.bytes``
+   each, in row order, task order first), fsync the logs, then record the batch id (stream) or drop the journal (batch)
    and delete the staged files.
 
 Guarantee. Every row of a successful write is appended exactly once, in row order within a Kafka
@@ -396,6 +396,11 @@ def _plan(store: Store, files: list[str], compression: str, batch_id: int | None
                 f"{row.where}: the record to {name} takes up to {row.size()} bytes, more than "
                 f"max.message.bytes={config.max_message_bytes}"
             )
+        if row.size() + RECORD_BATCH_OVERHEAD > config.segment_bytes:
+            raise MessageTooLargeError(
+                f"{row.where}: the record to {name} takes up to {row.size()} bytes, more than "
+                f"a segment holds (segment.bytes={config.segment_bytes})"
+            )
         if config.message_timestamp_type == "CreateTime" and row.timestamp >= 0:
             late = now - row.timestamp > config.message_timestamp_before_max_ms
             early = row.timestamp - now > config.message_timestamp_after_max_ms
@@ -455,7 +460,9 @@ def _apply(store: Store, pending: PendingCommit, journal_path: str) -> None:
         if skip.get(tp, 0) > 0:
             skip[tp] -= 1
             continue
-        limit = min(MAX_BATCH_BYTES, store.topic_config(row.topic).max_message_bytes)
+        config = store.topic_config(row.topic)
+        # A batch must also fit a segment (the store refuses one larger than segment.bytes).
+        limit = min(MAX_BATCH_BYTES, config.max_message_bytes, config.segment_bytes)
         size = sizes.get(tp, RECORD_BATCH_OVERHEAD) + row.size()
         if tp in chunks and (len(chunks[tp]) >= MAX_BATCH_RECORDS or size > limit):
             flush(tp)

@@ -30,7 +30,8 @@ def test_every_command_is_listed() -> None:
         "configs", "configs describe", "configs alter",
         "produce", "consume", "dump-log", "log-dirs", "verify",
         "clean", "cleaner-status", "explain",
-        "spark", "spark compact", "spark report", "spark snapshot",
+        "spark", "spark compact", "spark pipeline", "spark report", "spark snapshot",
+        "spark workload",
     }  # fmt: skip
 
 

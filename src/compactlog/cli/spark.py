@@ -6,6 +6,7 @@ Each command starts a local Spark session (``--master``, default ``local[*]``) u
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 from typing import Any
 
@@ -260,3 +261,153 @@ def report_command(
     if chart:
         width, height = write_chart(reports, chart, before=earlier)
         click.echo(f"chart drawn to {chart} ({width}x{height} pixels)")
+
+
+@spark_group.command("workload")
+@click.argument("topic", callback=check_topic_name)
+@click.option("--keys", type=click.IntRange(min=1), default=100_000, show_default=True)
+@click.option("--value-bytes", type=click.IntRange(min=1), default=1024, show_default=True)
+@click.option("--updates", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "--distribution", type=click.Choice(["uniform", "skewed"]), default="uniform", show_default=True
+)
+@click.option("--skew", type=float, default=1.0, show_default=True, help="Zipf-like exponent.")
+@click.option("--tombstone-fraction", type=float, default=0.0, show_default=True)
+@click.option("--republish", is_flag=True, help="Publish every live key again at the end.")
+@click.option("--partitions", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--config",
+    "settings",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A config of the topic when it is created (repeat). Default: cleanup.policy=compact.",
+)
+@MASTER
+@DRIVER_MEMORY
+@click.pass_context
+def workload_command(
+    ctx: click.Context,
+    topic: str,
+    keys: int,
+    value_bytes: int,
+    updates: int,
+    distribution: str,
+    skew: float,
+    tombstone_fraction: float,
+    republish: bool,
+    partitions: int,
+    seed: int,
+    settings: tuple[str, ...],
+    master: str,
+    driver_memory: str,
+) -> None:
+    """Publish an entity workload into TOPIC with Spark, in parallel and deterministically:
+    every key once, then updates, tombstones, and optionally every live key again.
+
+    \b
+    Example:
+      compactlog --data-dir data spark workload tickets --keys 200000 --updates 200000 \\
+          --distribution skewed --tombstone-fraction 0.05 --republish --partitions 6
+
+    Exit codes: 0 success, 2 bad option, topic name or workload, or no PySpark/Java, 3 a
+    storage error.
+    """
+    path = state(ctx).require_data_dir()
+    from compactlog.spark.workload import PhaseProgress, WorkloadSpec  # noqa: PLC0415
+
+    spec = WorkloadSpec(
+        topic=topic,
+        keys=keys,
+        value_bytes=value_bytes,
+        distribution=distribution,
+        skew=skew,
+        updates=updates,
+        tombstone_fraction=tombstone_fraction,
+        republish=republish,
+        partitions=partitions,
+        seed=seed,
+        topic_config=_broker_settings(settings) or {"cleanup.policy": "compact"},
+    )
+    spark = session(master, driver_memory)
+    from compactlog.spark.workload import generate  # noqa: PLC0415
+
+    def show(event: PhaseProgress) -> None:
+        if event.done:
+            click.echo(f"{event.phase}: {event.records} records in {event.seconds:.1f} s")
+
+    result = generate(spark, path, spec, progress=show)
+    click.echo(
+        f"{topic}: {result.records} records, {result.live_keys} live keys, "
+        f"{result.tombstones} tombstones, in {result.seconds:.1f} s"
+    )
+
+
+@spark_group.command("pipeline")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=str),
+    required=True,
+    help="Where the report, the chart and the snapshot go.",
+)
+@click.option("--topic", default="tickets", show_default=True, callback=check_topic_name)
+@click.option("--keys", type=click.IntRange(min=1), default=100_000, show_default=True)
+@click.option("--updates", type=click.IntRange(min=0), default=200_000, show_default=True)
+@click.option("--value-bytes", type=click.IntRange(min=1), default=512, show_default=True)
+@click.option("--partitions", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option(
+    "--mode",
+    type=click.Choice(["per-partition", "one-pass"]),
+    default="one-pass",
+    show_default=True,
+)
+@click.option("--fresh", is_flag=True, help="Remove the directories of an earlier run first.")
+@MASTER
+@DRIVER_MEMORY
+@click.pass_context
+def pipeline_command(
+    ctx: click.Context,
+    out_dir: str,
+    topic: str,
+    keys: int,
+    updates: int,
+    value_bytes: int,
+    partitions: int,
+    mode: str,
+    fresh: bool,
+    master: str,
+    driver_memory: str,
+) -> None:
+    """The main job, end to end: generate an entity topic and republish it, clean it on Spark
+    (the cleaner's summary lines shown), snapshot it as Parquet, report it before and after
+    with a chart, and check the result. The data directory must be new (or --fresh).
+
+    \b
+    Example:
+      compactlog --data-dir demo-data spark pipeline --out demo-out --fresh
+
+    Exit codes: 0 success, 2 bad option or a non-empty directory, or no PySpark/Java, 3 a
+    storage error or a failed check of the result.
+    """
+    path = state(ctx).require_data_dir()
+    from rich.console import Console  # noqa: PLC0415
+
+    from compactlog.spark.pipeline import PipelineSpec, run  # noqa: PLC0415
+
+    spec = PipelineSpec(
+        data_dir=os.path.abspath(path),
+        out_dir=os.path.abspath(out_dir),
+        topic=topic,
+        keys=keys,
+        updates=updates,
+        value_bytes=value_bytes,
+        partitions=partitions,
+        mode=mode,
+        fresh=fresh,
+    )
+    console = Console()
+    console = Console(width=max(console.width, 132), highlight=False)
+    console.print(f"starting Spark ({master})")
+    spark = session(master, driver_memory)
+    run(spark, spec, console)

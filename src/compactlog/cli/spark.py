@@ -46,6 +46,9 @@ def session(master: str, driver_memory: str) -> Any:
     from compactlog.spark import local_session, register  # noqa: PLC0415
 
     active = SparkSession.getActiveSession()
+    if active is None and "PYSPARK_GATEWAY_PORT" in os.environ:
+        # Under spark-submit: its --master and --conf settings make the session.
+        active = SparkSession.builder.appName("compactlog").getOrCreate()
     if active is not None:
         register(active)
         return active

@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup-env.sh
-echo "== ruff";        ruff check src tests benchmarks && ruff format --check src tests benchmarks
+# One command per line: under set -e, a failure on the left of && would not stop the script.
+echo "== ruff";        ruff check src tests benchmarks
+ruff format --check src tests benchmarks
 echo "== mypy";        mypy
 echo "== import-linter"; lint-imports
 echo "== pytest";      python -m pytest -m "not soak" "$@"

@@ -223,7 +223,7 @@ def test_batches_fit_small_segments_and_a_record_too_big_for_one_is_refused(
     with Store.open(data) as store:
         assert len(store.segments("t", 0)) > 10
     big = writer.write(iter([_batch([b"x" * 20_000])]))
-    with pytest.raises(MessageTooLargeError, match="segment.bytes=16384"):
+    with pytest.raises(MessageTooLargeError, match=r"segment\.bytes=16384"):
         writer.commit([big])
     assert len(records(data, "t")[0]) == 2000
 

@@ -36,8 +36,8 @@ never read; they are deleted with the staging directory.
    within the topic's bounds. Any failure raises and nothing is appended;
 4. write the plan to the journal (:mod:`compactlog.spark._staging`) with fsync, append the rows
    partition by partition as record batches (up to 500 records, 1 MiB and ``segment.bytes``
-   each, in row order, task order first), fsync the logs, then record the batch id (stream) or drop the journal (batch)
-   and delete the staged files.
+   each, in row order, task order first), fsync the logs, then record the batch id (stream) or
+   drop the journal (batch) and delete the staged files.
 
 Guarantee. Every row of a successful write is appended exactly once, in row order within a Kafka
 partition, despite task retries and speculative tasks; a micro-batch that Spark replays after a

@@ -64,7 +64,6 @@ import contextlib
 import json
 import math
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -76,6 +75,7 @@ from typing import Any
 import numpy as np
 
 import compactlog  # installs the cleaner into Store
+from bench_storage import dd_read_mb_s, dd_write_mb_s  # the same machine limits, measured alike
 from compactlog.cleaner.inspect import cleaner_status, keys_per_pass, next_cleaning_range
 from compactlog.storage.config import BrokerConfig
 
@@ -107,33 +107,6 @@ def _r(x: float, digits: int = 3) -> float:
 
 
 # --- machine limits --------------------------------------------------------------------------
-
-
-def dd_write_mb_s(directory: str, size_mib: int) -> float:
-    path = os.path.join(directory, "dd.bin")
-    out = subprocess.run(
-        ["dd", "if=/dev/zero", f"of={path}", "bs=1M", f"count={size_mib}", "conv=fdatasync"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stderr
-    os.remove(path)
-    return _dd_rate(out, size_mib)
-
-
-def dd_read_mb_s(path: str) -> float:
-    size = os.path.getsize(path)
-    out = subprocess.run(
-        ["dd", f"if={path}", "of=/dev/null", "bs=1M"], capture_output=True, text=True, check=True
-    ).stderr
-    return _dd_rate(out, size / MIB)
-
-
-def _dd_rate(stderr: str, size_mib: float) -> float:
-    match = re.search(r"copied, ([0-9.]+) s", stderr)
-    if not match:
-        raise RuntimeError(f"cannot read dd's output: {stderr!r}")
-    return size_mib * MIB / float(match.group(1)) / MB
 
 
 # --- the logs ------------------------------------------------------------------------------------

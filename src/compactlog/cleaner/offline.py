@@ -93,6 +93,11 @@ class PartitionOutcome:
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
 
+    @classmethod
+    def untouched(cls, plan: PartitionPlan) -> PartitionOutcome:
+        """A partition left as it was: its checkpoint stays at the first dirty offset."""
+        return cls(plan.topic, plan.partition, plan.first_dirty_offset, plan.first_dirty_offset)
+
 
 def plan_partitions(
     store: Store,
@@ -163,9 +168,7 @@ def clean_partition(
 
     A failure of the round (a corrupt batch, a full disk) is returned in the outcome, as the
     in-process cleaner marks such a log uncleanable; the files stay recoverable."""
-    outcome = PartitionOutcome(
-        plan.topic, plan.partition, plan.first_dirty_offset, plan.first_dirty_offset
-    )
+    outcome = PartitionOutcome.untouched(plan)
     if not plan.cleanable:
         return outcome
     name = partition_dir_name(plan.topic, plan.partition)

@@ -48,7 +48,7 @@ from compactlog.cleaner.offline import (
     record_cleaned,
 )
 from compactlog.errors import ConfigError, StorageError
-from compactlog.storage.store import CLEAN_SHUTDOWN_FILE, DataDirLock, PartitionJobs, Store
+from compactlog.storage.store import DataDirLock, PartitionJobs, Store
 
 MODES = ("per-partition", "one-pass")
 Progress = Callable[[str], None]
@@ -103,10 +103,7 @@ def compact(
             plans = plan_partitions(store, topic, job_id, partitions, now, broker_config)
             count = store.partitions(topic)
         _clear_work_dir(path)
-        # From here until the store opens again the files are the job's: a crash in between
-        # must not look like a clean shutdown, and tasks check that the job still runs.
-        _remove_clean_shutdown_marker(path)
-        jobs.begin(job_id)
+        jobs.begin(job_id)  # until a store opens again, the files are the job's
         todo = [p for p in plans if p.cleanable]
         phases["plan"] = time.monotonic() - started
         say(
@@ -115,10 +112,7 @@ def compact(
         )
         survivors: int | None = None
         if not todo:
-            outcomes = [
-                PartitionOutcome(p.topic, p.partition, p.first_dirty_offset, p.first_dirty_offset)
-                for p in plans
-            ]
+            outcomes = []
         elif mode == "per-partition":
             outcomes = _per_partition(spark, todo, phases)
         else:
@@ -130,12 +124,7 @@ def compact(
         _clear_work_dir(path)
     by_partition = {o.partition: o for o in outcomes}
     for plan in plans:  # partitions with nothing to clean keep their range in the result
-        by_partition.setdefault(
-            plan.partition,
-            PartitionOutcome(
-                plan.topic, plan.partition, plan.first_dirty_offset, plan.first_dirty_offset
-            ),
-        )
+        by_partition.setdefault(plan.partition, PartitionOutcome.untouched(plan))
     result = CompactionResult(
         topic=topic,
         mode=mode,
@@ -233,17 +222,6 @@ def read_survivors(survivors_dir: str, partition: int) -> np.ndarray[Any, np.dty
     if not parts:
         return np.empty(0, dtype=np.int64)
     return np.sort(np.concatenate(parts).astype(np.int64, copy=False))
-
-
-def _remove_clean_shutdown_marker(path: str) -> None:
-    marker = os.path.join(path, CLEAN_SHUTDOWN_FILE)
-    if os.path.exists(marker):
-        os.remove(marker)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _clear_work_dir(path: str) -> None:

@@ -212,9 +212,17 @@ class PartitionJobs:
         self._locks = os.path.join(self.path, "locks")
 
     def begin(self, job_id: str) -> None:
-        """Name ``job_id`` the running job (the caller holds the directory lock)."""
+        """Name ``job_id`` the running job (the caller holds the directory lock, no store is
+        open). The clean-shutdown marker goes first: a crash while the job owns the files must
+        not look like a clean shutdown to the next store."""
+        fs = OsFileSystem()
+        data_dir = os.path.dirname(self.path)
+        marker = os.path.join(data_dir, CLEAN_SHUTDOWN_FILE)
+        if fs.exists(marker):
+            fs.remove(marker)
+            fs.sync_dir(data_dir)
         os.makedirs(self._locks, exist_ok=True)
-        write_file_atomically(OsFileSystem(), self._current, job_id.encode())
+        write_file_atomically(fs, self._current, job_id.encode())
 
     def end(self) -> None:
         with contextlib.suppress(FileNotFoundError):

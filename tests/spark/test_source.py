@@ -164,15 +164,15 @@ def test_a_cleaned_log_reads_with_its_gaps(spark: Any, tmp_path: Path) -> None:
     assert _df_rows(df) == expected
 
 
-def test_a_partition_is_split_at_batch_boundaries(mixed: Path) -> None:
-    reader = LogReader(
-        {"path": str(mixed), "subscribe": "orders", "maxbytespersplit": "700"}, False
-    )
-    splits = reader.partitions()
-    assert len(splits) > 6  # more tasks than the topic has partitions or segments
+def _read_splits(splits: Any) -> list[tuple[int, int]]:
+    """(partition, offset) of every record the splits read, checking that each split is made
+    of whole batches inside its file."""
     rows = []
     for split in splits:
         assert isinstance(split, SegmentSplit)
+        assert split.end <= os.path.getsize(split.path)
+        bounds = [split.start, *split.cuts, split.end]
+        assert bounds == sorted(set(bounds))
         with open(split.path, "rb") as f:
             f.seek(split.start)
             decode_columns(f.read(split.end - split.start))  # whole batches, CRCs valid
@@ -184,9 +184,52 @@ def test_a_partition_is_split_at_batch_boundaries(mixed: Path) -> None:
                     strict=True,
                 )
             )
-    assert sorted(rows) == [(p, o) for p in range(3) for o in range(60)]
-    sizes = {s.path: os.path.getsize(s.path) for s in splits if isinstance(s, SegmentSplit)}
-    assert all(s.end <= sizes[s.path] for s in splits if isinstance(s, SegmentSplit))
+    return sorted(rows)
+
+
+ORDERS_ROWS = [(p, o) for p in range(3) for o in range(60)]
+
+
+def test_a_partition_is_split_at_batch_boundaries(mixed: Path) -> None:
+    reader = LogReader(
+        {"path": str(mixed), "subscribe": "orders", "maxbytespersplit": "700"}, False
+    )
+    splits = reader.partitions()
+    assert len(splits) > 6  # more tasks than the topic has partitions or segments
+    assert _read_splits(splits) == ORDERS_ROWS
+
+
+def test_a_segment_is_cut_into_pieces_of_about_equal_size(mixed: Path) -> None:
+    whole = LogReader({"path": str(mixed), "subscribe": "orders"}, False).partitions()
+    assert all(isinstance(s, SegmentSplit) and not s.cuts for s in whole)
+    largest = max(s.end - s.start for s in whole if isinstance(s, SegmentSplit))
+    limit = largest // 2 + 1  # two pieces of the largest range, not one full and one scrap
+    cut = LogReader(
+        {"path": str(mixed), "subscribe": "orders", "maxbytespersplit": str(limit)}, False
+    ).partitions()
+    pieces = [
+        s.end - s.start for s in cut if isinstance(s, SegmentSplit) and s.path == whole[0].path
+    ]
+    assert len(pieces) >= 2
+    assert min(pieces) > largest / 4
+    assert _read_splits(cut) == ORDERS_ROWS
+
+
+def test_a_task_reads_its_range_in_chunks(mixed: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("compactlog.spark.source.CHUNK_BYTES", 300)
+    splits = LogReader({"path": str(mixed), "subscribe": "orders"}, False).partitions()
+    assert sum(len(s.cuts) for s in splits if isinstance(s, SegmentSplit)) > 3
+    assert _read_splits(splits) == ORDERS_ROWS
+
+
+def test_min_partitions_cuts_smaller_ranges(mixed: Path) -> None:
+    options = {"path": str(mixed), "subscribe": "orders"}
+    few = LogReader(options, False).partitions()
+    many = LogReader({**options, "minpartitions": str(4 * len(few))}, False).partitions()
+    assert len(many) >= 3 * len(few)
+    assert _read_splits(many) == ORDERS_ROWS
+    with pytest.raises(ConfigError, match="option minPartitions must be at least 1"):
+        LogReader({**options, "minpartitions": "0"}, False)
 
 
 def test_binary_arrays_are_gathered_with_their_nulls() -> None:

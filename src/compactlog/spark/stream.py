@@ -397,7 +397,7 @@ def plan_stream_splits(part: PartitionRange, split_bytes: int) -> tuple[list[Str
     stops = [*firsts[1:], part.stop]
     return [
         StreamSplit(
-            *(s.path, s.topic, s.partition, s.start, s.end, first, stop),
+            *(s.path, s.topic, s.partition, s.start, s.end, first, stop, s.cuts),
             inode=before[os.path.basename(s.path)],
             directory=part.directory,
         )

@@ -25,11 +25,11 @@ Figures:
   included), against ``dd`` writing to the same directory just before.
 * ``kafka_passes_needed``: the cleaning passes Kafka's default dedupe buffer (128 MiB, one
   cleaner thread, Kafka's 24-byte map entries, load factor 0.9) needs for the log's dirty
-  distinct keys: ceil(keys / ``keys_per_pass``), the number ``cleaner-status`` reports (its
-  ``passes_needed``), and how many keys one pass maps; with ``--inspect``, ``cleaner_status`` is
-  run on the log and its numbers are printed too. It is a lower bound: each pass maps the
-  distinct keys of its own range, so a key updated after an earlier pass's range is mapped
-  again, and with updates spread over the log the cleaner takes more passes (see below).
+  distinct keys, replayed over the builder's key order (:func:`replay_passes`, the rule
+  ``cleaner-status`` and the Spark report replay for ``passes_needed``), with the offset where
+  each pass starts, how many keys one pass maps, and ``ceil(keys / keys_per_pass)``, which is
+  only a lower bound (a key updated after an earlier pass's range is mapped again); with
+  ``--inspect``, ``cleaner_status`` is run on the log and its numbers are printed too.
 * ``spark_one_pass_compaction``: ``compact(mode="one-pass")`` of that log on ``--master``
   (local[2]), after a warm-up compaction of a tiny log in the same session (Python workers
   started, kernels compiled); records/s = records in the cleanable range / wall seconds of the
@@ -121,6 +121,23 @@ class BuiltLog:
     log_bytes: int
     segments: int
     largest_segment: str
+    #: The key number of each offset, where the builder chose them (for replaying passes).
+    key_ids: np.ndarray | None = None
+
+
+def replay_passes(key_ids: np.ndarray, per_pass: int) -> list[int]:
+    """The first offset of each cleaning pass Kafka's cleaner makes over a log whose record at
+    offset i has key ``key_ids[i]`` (every record keyed): a pass maps the first occurrence of
+    each key from its start on, is full once it holds ``per_pass`` keys, and the next record
+    starts the next pass (the fullness test comes before every put)."""
+    starts, start = [], 0
+    while start < len(key_ids):
+        starts.append(start)
+        _, firsts = np.unique(key_ids[start:], return_index=True)
+        if len(firsts) < per_pass:
+            break  # the map never fills: this pass takes the rest
+        start += int(np.partition(firsts, per_pass - 1)[per_pass - 1]) + 1
+    return starts
 
 
 def build_compacted_log(data_dir: str, keys: int, updates: int, seed: int) -> BuiltLog:
@@ -159,7 +176,7 @@ def build_compacted_log(data_dir: str, keys: int, updates: int, seed: int) -> Bu
     log_bytes = store.log(TOPIC, 0).size()
     store.close()
     largest = max(segments, key=lambda s: s.size).path
-    return BuiltLog(data_dir, len(order), keys, seconds, log_bytes, len(segments), largest)
+    return BuiltLog(data_dir, len(order), keys, seconds, log_bytes, len(segments), largest, order)
 
 
 def build_read_log(data_dir: str, records: int, partitions: int) -> BuiltLog:
@@ -548,7 +565,10 @@ def bench_compaction(args: argparse.Namespace, root: str) -> None:
 
     broker = BrokerConfig.from_dict({})
     per_pass = keys_per_pass(broker)
-    passes = math.ceil(args.keys / per_pass)
+    lower_bound = math.ceil(args.keys / per_pass)
+    assert built.key_ids is not None
+    pass_starts = replay_passes(built.key_ids, per_pass)
+    passes = len(pass_starts)
     inspected: dict[str, Any] = {}
     if args.inspect:
         say("cleaner_status of the log (every dirty key in a Python set)")
@@ -569,11 +589,14 @@ def bench_compaction(args: argparse.Namespace, root: str) -> None:
         "passes",
         dirty_distinct_keys=args.keys,
         keys_per_pass=per_pass,
+        pass_start_offsets=pass_starts,
+        ceil_keys_over_keys_per_pass=lower_bound,
         dedupe_buffer_bytes=broker.dedupe_buffer_size,
         cleaner_threads=broker.cleaner_threads,
         offset_map=broker.offset_map_type,
-        what="ceil(dirty distinct keys / keys_per_pass(BrokerConfig defaults)), as cleaner-status "
-        "reports passes_needed",
+        what="the passes replayed over the builder's key order with keys_per_pass(BrokerConfig "
+        "defaults) keys per map, as cleaner-status and the Spark report count passes_needed; "
+        "ceil(keys / keys_per_pass) beside it is a lower bound",
         **inspected,
     )
 
@@ -650,6 +673,8 @@ def bench_compaction(args: argparse.Namespace, root: str) -> None:
             "s",
             passes_run=len(kafka["passes"]),
             passes_needed=passes,
+            pass_starts_equal_replay=[p["first_dirty_offset"] for p in kafka["passes"]]
+            == pass_starts[: len(kafka["passes"])],
             clean=kafka["clean"],
             first_uncleanable_offset=kafka["first_uncleanable_offset"],
             passes=kafka["passes"],

@@ -227,6 +227,31 @@ def test_passes_needed_and_where_the_first_pass_ends(
     assert [r.value for r in store.read("big", 0) if r.key == b"k0"] == [b"newer"]
 
 
+def test_passes_needed_replays_the_passes_when_keys_recur(
+    open_store: StoreFactory, clock: ManualClock
+) -> None:
+    """Every key twice, then 5000 new ones: ceil(distinct / per pass) says 2, but the second
+    pass starts with the repeats and fills up again, so the cleaner needs 3 cleanings."""
+    store = open_store(config={"log.cleaner.dedupe.buffer.size": SMALL_BUFFER})
+    per_pass = keys_per_pass(store.broker)
+    store.create_topic("big", 1, {"cleanup.policy": "compact"})
+    blocks = [(0, per_pass), (0, per_pass), (per_pass, per_pass + 5000)]
+    for lo, hi in blocks:
+        for start in range(lo, hi, 5000):
+            store.append(
+                "big", 0, [(b"k%d" % i, b"v") for i in range(start, min(start + 5000, hi))]
+            )
+    store.roll("big", 0)
+    s = status(store, clock.now, "big")
+    assert s.dirty_keys == per_pass + 5000 and -(-s.dirty_keys // per_pass) == 2
+    assert s.passes_needed == 3
+    assert s.next_map_end_offset == per_pass
+
+    ends = [store.clean_log("big", 0, clock.now).end_offset for _ in range(3)]
+    assert ends == [per_pass, 2 * per_pass, s.first_uncleanable_offset]
+    assert status(store, clock.now, "big").passes_needed == 0
+
+
 # --- explain_key ---------------------------------------------------------------------------
 
 

@@ -82,9 +82,13 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
             rows: list[Any] = [(None, b"keyless"), (b"e%d" % (i % 7), b"x"), (b"gone", None)]
             store.append("events", 0, rows, timestamp=NOW + i)
         store.create_topic("wide", 1, {"cleanup.policy": "compact"})
-        for start in range(0, WIDE_KEYS, 1000):
-            rows = [(b"w%06d" % k, b"") for k in range(start, start + 1000)]
-            store.append("wide", 0, rows, timestamp=NOW)
+        # One pass's worth of keys twice, then the rest: the repeats start a second pass that
+        # fills up again, so the cleaner needs 3 passes where ceil(distinct / per pass) is 2.
+        blocks = [(0, TINY_KEYS_PER_PASS), (0, TINY_KEYS_PER_PASS), (TINY_KEYS_PER_PASS, WIDE_KEYS)]
+        for lo, hi in blocks:
+            for start in range(lo, hi, 1000):
+                rows = [(b"w%06d" % k, b"") for k in range(start, min(start + 1000, hi))]
+                store.append("wide", 0, rows, timestamp=NOW)
         store.roll("wide", 0)
         store.append("wide", 0, [(b"w000000", b"again")], timestamp=NOW)
     return path
@@ -136,7 +140,12 @@ def _expected(
     holding_fdo = max(base for base, _ in segments if base <= fdo)
     clean = sum(size for base, size in segments if base < fdo)
     cleanable = sum(size for base, size in segments if holding_fdo <= base < fuo)
-    dirty_keys = len({r.key for r in keyed if fdo <= r.offset < fuo}) if config.compact else 0
+    dirty = [r.key for r in keyed if fdo <= r.offset < fuo] if config.compact else []
+    passes, mapped = (1 if dirty else 0), set[bytes | None]()
+    for key in dirty:  # Kafka's map: full at keys_per_pass, tested before every put
+        if len(mapped) >= keys_per_pass:
+            passes, mapped = passes + 1, set[bytes | None]()
+        mapped.add(key)
     return PartitionReport(
         topic=topic,
         partition=partition,
@@ -155,9 +164,9 @@ def _expected(
         cleanable_bytes=cleanable,
         dirty_ratio=cleanable / (clean + cleanable) if clean + cleanable else 0.0,
         min_cleanable_dirty_ratio=0.5,
-        dirty_keys=dirty_keys,
+        dirty_keys=len(set(dirty)),
         keys_per_pass=keys_per_pass,
-        passes_needed=-(-dirty_keys // keys_per_pass),
+        passes_needed=passes,
         largest_gap=_largest_gap(records),
     )
 
@@ -276,8 +285,9 @@ def test_passes_needed_with_a_tiny_dedupe_buffer(run: Run) -> None:
     wide = run.before[-1]
     assert wide.keys_per_pass == TINY_KEYS_PER_PASS == 39_321
     assert wide.dirty_keys == WIDE_KEYS  # the record in the active segment is not dirty
-    assert wide.passes_needed == math.ceil(WIDE_KEYS / TINY_KEYS_PER_PASS) == 2
-    assert wide.superseded == 1
+    assert math.ceil(WIDE_KEYS / TINY_KEYS_PER_PASS) == 2
+    assert wide.passes_needed == 3  # the repeats make a pass of their own
+    assert wide.superseded == TINY_KEYS_PER_PASS + 1
     assert {r.passes_needed for r in run.before if r.topic == "t"} == {1}
     assert run.before[0].passes_needed == 0  # delete policy: never mapped
     assert {r.keys_per_pass for r in run.after} == {DEFAULT_KEYS_PER_PASS}

@@ -10,9 +10,9 @@ functions look at the log as the next cleaner iteration at ``now`` would (spec 4
 * one pass of the cleaner maps ``keys_per_pass`` keys: ``floor(floor(buffer / threads /
   entry size) * load factor)``, the map's ``max_desired_size``. The next cleaning's map stops at
   the first keyed record it meets when the map is that full (spec 5.2), so records of
-  ``[FDO, that offset)`` are covered and the rest wait for later passes. ``passes_needed`` is
-  ``ceil(distinct dirty keys / keys_per_pass)``: exact for one pass, a lower bound for more
-  (a key can recur in several passes);
+  ``[FDO, that offset)`` are covered and the rest wait for later passes. ``passes_needed``
+  replays those passes over the dirty range: a key that recurs after a pass boundary is mapped
+  again by the next pass, so it can exceed ``ceil(distinct dirty keys / keys_per_pass)``;
 * a record is removed by a cleaning that rewrites its segment while the map holds a later
   offset of its key; a tombstone that is the latest of its key by the first cleaning at or after
   its batch's delete horizon, which the first cleaning that rewrites the batch stamps as
@@ -27,7 +27,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import datetime
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -212,16 +211,26 @@ def _keys(columns: RecordColumns, index: np.ndarray) -> list[bytes]:
 
 
 class _DirtyKeys:
-    """Distinct keys of ``[FDO, FUO)`` and where the next cleaning's map stops (spec 5.2: the
-    fullness test comes before every put, so the map stops at the first keyed record met while
-    it holds ``max_keys`` keys). Until that record the set *is* the first pass's map."""
+    """Distinct keys of ``[FDO, FUO)``, and the passes the cleaner needs for them, replayed: a
+    pass's map stops at the first keyed record met while it holds ``max_keys`` keys (spec 5.2:
+    the fullness test comes before every put, an update of a mapped key included), and the next
+    pass starts its empty map at that record. ``map_end`` is where the first pass stops."""
 
     def __init__(self, first_dirty: int, first_uncleanable: int, max_keys: int) -> None:
         self.start = first_dirty
         self.end = first_uncleanable
         self.max_keys = max_keys
         self.keys: set[bytes] = set()
-        self.map_end = first_uncleanable
+        self.pass_keys: set[bytes] = set()  # the map of the pass being replayed
+        self.pass_starts: list[int] = []  # offset of each pass's first keyed record
+
+    @property
+    def map_end(self) -> int:
+        return self.pass_starts[1] if len(self.pass_starts) > 1 else self.end
+
+    @property
+    def passes(self) -> int:
+        return len(self.pass_starts)
 
     def add(self, columns: RecordColumns) -> None:
         offsets = columns.offsets
@@ -231,16 +240,17 @@ class _DirtyKeys:
         if not len(index):
             return
         keys = _keys(columns, index)
-        stopped = self.map_end < self.end
-        if stopped or len(self.keys) + len(keys) <= self.max_keys:
-            self.keys.update(keys)
+        self.keys.update(keys)
+        if not self.pass_starts:
+            self.pass_starts.append(int(offsets[index[0]]))
+        if len(self.pass_keys) + len(keys) <= self.max_keys:  # the run cannot fill the map
+            self.pass_keys.update(keys)
             return
         for i, key in enumerate(keys):
-            if len(self.keys) >= self.max_keys:
-                self.map_end = int(offsets[index[i]])
-                self.keys.update(keys[i:])
-                return
-            self.keys.add(key)
+            if len(self.pass_keys) >= self.max_keys:
+                self.pass_starts.append(int(offsets[index[i]]))
+                self.pass_keys = set()
+            self.pass_keys.add(key)
 
 
 def _dirty_keys(log: Log, first_dirty: int, first_uncleanable: int, max_keys: int) -> _DirtyKeys:
@@ -481,7 +491,7 @@ def _status(view: _View, max_keys: int) -> PartitionStatus:
         uncleanable=view.uncleanable,
         dirty_keys=len(dirty.keys),
         keys_per_pass=max_keys,
-        passes_needed=math.ceil(len(dirty.keys) / max_keys),
+        passes_needed=dirty.passes,
         next_map_end_offset=dirty.map_end,
         tombstones=tombstones,
     )

@@ -167,13 +167,15 @@ def _one_pass(
 ) -> tuple[list[PartitionOutcome], int]:
     from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's own idiom
 
+    from compactlog.spark.source import log_reader  # noqa: PLC0415 - needs pyspark
+
     started = time.monotonic()
     survivors_dir = os.path.join(path, WORK_DIR, f"survivors-{uuid.uuid4().hex}")
     # Each planned partition up to its first uncleanable offset; the others not at all.
     ends = {p.partition: p.first_uncleanable_offset for p in plans}
     ending = {topic: {str(p): ends.get(p, 0) for p in range(count)}}
     records = (
-        spark.read.format("compactlog")
+        log_reader(spark)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("endingOffsets", json.dumps(ending))

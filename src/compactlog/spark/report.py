@@ -32,10 +32,12 @@ computes, as for the next cleaning at ``now``:
 * ``dirty_ratio``: Kafka's ``cleanable / (clean + cleanable)`` bytes, with
   ``clean_bytes``/``cleanable_bytes`` as the manager counts them (the active segment in neither);
 * ``dirty_keys``: distinct keys of the cleanable range ``[first dirty, first uncleanable)``;
-  ``passes_needed = ceil(dirty_keys / keys_per_pass)`` where ``keys_per_pass`` is
-  :func:`~compactlog.cleaner.inspect.keys_per_pass` for ``log.cleaner.dedupe.buffer.size``,
-  exactly as ``cleaner-status`` computes them (0 for a topic that is not compacted: the cleaner
-  never maps it).
+  ``passes_needed``: the cleanings Kafka's cleaner needs for that range with maps of
+  ``keys_per_pass`` keys (:func:`~compactlog.cleaner.inspect.keys_per_pass` for
+  ``log.cleaner.dedupe.buffer.size``), as ``cleaner-status`` computes them (0 for a topic that
+  is not compacted: the cleaner never maps it). ``ceil(dirty_keys / keys_per_pass)`` is only a
+  lower bound, since a key that recurs after a pass boundary is mapped again; where it is more
+  than 1, :func:`replay_passes` replays the passes, with two more Spark jobs per pass.
 
 Spark work: one job over the ``compactlog`` source, pinned to the log end offsets seen on the
 driver (records appended meanwhile count nowhere). A ``mapInArrow`` on the scan passes the
@@ -71,7 +73,7 @@ from compactlog.spark._gaps import (
 )
 from compactlog.spark._readonly_log import read_checkpoint, read_only_log, read_topics
 from compactlog.spark._report_chart import write_chart
-from compactlog.spark.source import register
+from compactlog.spark.source import log_reader, register
 from compactlog.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT
 from compactlog.storage.config import BrokerConfig, LogConfig
 from compactlog.storage.store import system_clock
@@ -168,6 +170,9 @@ def partition_report(
     for f in files:
         tp = (f.topic, f.partition)
         s = stats.get(tp, _RecordStats())
+        passes = math.ceil(s.dirty_keys / per_pass)
+        if passes > 1:  # a lower bound: keys may recur after a pass boundary
+            passes = replay_passes(spark, path, files, f, per_pass)
         reports.append(
             PartitionReport(
                 topic=f.topic,
@@ -189,11 +194,54 @@ def partition_report(
                 min_cleanable_dirty_ratio=f.min_cleanable_dirty_ratio,
                 dirty_keys=s.dirty_keys,
                 keys_per_pass=per_pass,
-                passes_needed=math.ceil(s.dirty_keys / per_pass),
+                passes_needed=passes,
                 largest_gap=gaps.get(tp),
             )
         )
     return reports
+
+
+def replay_passes(
+    spark: Any, data_dir: str, files: Sequence[_FileFigures], f: _FileFigures, per_pass: int
+) -> int:
+    """The cleanings Kafka's cleaner needs for ``f``'s dirty range with maps of ``per_pass``
+    keys, replayed a pass at a time (spec 5.2). A pass starting at offset ``start`` puts the
+    first occurrence at or after ``start`` of each key; it holds ``per_pass`` keys once it has
+    put the ``per_pass``-th smallest of those first offsets, and the next keyed record finds it
+    full: the next pass starts there. One aggregation and one sort per pass, each over the rest
+    of the range only."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's own idiom
+
+    passes, start = 0, f.first_dirty_offset
+    while start < f.first_uncleanable_offset:
+        passes += 1
+        keyed = _range(spark, data_dir, files, f, start).where(F.col("key").isNotNull())
+        firsts = keyed.groupBy("key").agg(F.min("offset").alias("first"))
+        full = firsts.orderBy("first").offset(per_pass - 1).limit(1).collect()
+        if not full:
+            break  # the rest of the range fits this pass's map
+        after = keyed.where(F.col("offset") > full[0]["first"]).agg(F.min("offset")).collect()
+        if after[0][0] is None:
+            break  # nothing keyed after the map filled: nothing for another pass
+        start = int(after[0][0])
+    return passes
+
+
+def _range(
+    spark: Any, data_dir: str, files: Sequence[_FileFigures], f: _FileFigures, start: int
+) -> Any:
+    """The records of ``f``'s partition in ``[start, first uncleanable)``, and nothing of the
+    topic's other partitions (empty ranges at their log end)."""
+    starting = {str(o.partition): o.log_end_offset for o in files if o.topic == f.topic}
+    ending = dict(starting)
+    starting[str(f.partition)], ending[str(f.partition)] = start, f.first_uncleanable_offset
+    return (
+        log_reader(spark)
+        .option("subscribe", f.topic)
+        .option("startingOffsets", json.dumps({f.topic: starting}))
+        .option("endingOffsets", json.dumps({f.topic: ending}))
+        .load(data_dir)
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -288,7 +336,7 @@ def _read(spark: Any, data_dir: str, files: Sequence[_FileFigures]) -> Any:
     for f in files:
         ending.setdefault(f.topic, {})[str(f.partition)] = f.log_end_offset
     return (
-        spark.read.format("compactlog")
+        log_reader(spark)
         .option("subscribe", ",".join(sorted(ending)))
         .option("endingOffsets", json.dumps(ending))
         .load(data_dir)

@@ -353,6 +353,8 @@ def _run_job(
     from pyspark.sql import Observation, Window  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
+    from compactlog.spark.source import log_reader  # noqa: PLC0415 - needs pyspark
+
     columns = _columns(headers)
     frames = []
     observation = None
@@ -362,7 +364,7 @@ def _run_job(
         ending = {topic: {str(p.partition): p.end for p in plan.partitions}}
         observation = Observation("compactlog-snapshot")
         new = (
-            spark.read.format("compactlog")
+            log_reader(spark)
             .option("subscribe", topic)
             .option("startingOffsets", json.dumps(starting))
             .option("endingOffsets", json.dumps(ending))

@@ -104,6 +104,14 @@ def register(spark: Any) -> None:
     spark.dataSource.register(CompactlogDataSource)
 
 
+def log_reader(spark: Any) -> Any:
+    """``spark.read.format("compactlog")`` with ``minPartitions`` at the session's default
+    parallelism: Spark's own file sources shrink their ranges so that a small input still
+    keeps every core busy, and a Python planner cannot see the cluster to do the same."""
+    parallelism = spark.sparkContext.defaultParallelism
+    return spark.read.format(NAME).option("minPartitions", str(parallelism))
+
+
 class CompactlogDataSource(DataSource):
     """``spark.read.format("compactlog")``: see the module docstring."""
 

@@ -9,5 +9,5 @@ python benchmarks/bench_records.py
 python -m pip install --quiet "rocksdict>=0.3" || echo "rocksdict not installed: the RocksDB comparison is skipped" >&2
 python benchmarks/bench_cleaner.py
 # Spark (needs Java): one-pass compaction of 20 M keys beside Kafka's passes, the data source's
-# read throughput against Parquet, local[1] against local[2]. About 8 minutes on 2 cores.
+# read throughput against Parquet, local[1] against local[2]. About 6 minutes on 2 cores.
 python benchmarks/bench_spark.py

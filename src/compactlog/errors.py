@@ -10,6 +10,10 @@ Families:
 * corrupt data: :class:`CorruptRecordError` (bytes that do not follow the record format);
 * storage I/O: :class:`StorageError` (the filesystem failed us);
 * configuration: :class:`ConfigError` (a config name or value is not acceptable);
+* protocol: :class:`ProtocolError` (a peer sent bytes that are not a Kafka request or response
+  we can read) and :class:`UnsupportedVersionError`;
+* idempotent producers: :class:`ProducerStateError` and its subclasses (sequence and epoch
+  checks of the log's producer state);
 * requests: everything else here, each the local twin of one Kafka error code.
 """
 
@@ -27,9 +31,14 @@ INVALID_TIMESTAMP = 32
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 INVALID_CONFIG = 40
+UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
 POLICY_VIOLATION = 44
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+DUPLICATE_SEQUENCE_NUMBER = 46
+INVALID_PRODUCER_EPOCH = 47
 KAFKA_STORAGE_ERROR = 56
+UNKNOWN_PRODUCER_ID = 59
 UNSUPPORTED_COMPRESSION_TYPE = 76
 INVALID_RECORD = 87
 
@@ -116,3 +125,38 @@ class PolicyViolationError(CompactlogError):
 
 class InvalidRequestError(CompactlogError):
     error_code = INVALID_REQUEST
+
+
+class ProtocolError(CompactlogError):
+    """A peer sent bytes that are not a well-formed Kafka request or response (a bad length,
+    a truncated field, a frame over the size limit)."""
+
+    error_code = INVALID_REQUEST
+
+
+class UnsupportedVersionError(ProtocolError):
+    """A request's API version is not one this broker implements."""
+
+    error_code = UNSUPPORTED_VERSION
+
+
+class ProducerStateError(CompactlogError):
+    """An idempotent producer's batch does not follow its producer state."""
+
+
+class OutOfOrderSequenceError(ProducerStateError):
+    error_code = OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class DuplicateSequenceError(ProducerStateError):
+    """The batch was appended before (a retry): Kafka answers with the offset it got then."""
+
+    error_code = DUPLICATE_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(ProducerStateError):
+    error_code = INVALID_PRODUCER_EPOCH
+
+
+class UnknownProducerIdError(ProducerStateError):
+    error_code = UNKNOWN_PRODUCER_ID

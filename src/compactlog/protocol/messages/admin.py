@@ -1,0 +1,274 @@
+"""Admin APIs: CreateTopics (19), DeleteTopics (20), DeleteRecords (21), DescribeConfigs (32),
+AlterConfigs (33) and IncrementalAlterConfigs (44).
+
+Resource types in the config APIs: 2 = topic, 4 = broker. Config sources in DescribeConfigs:
+1 = dynamic topic config, 4 = static broker config, 5 = default. Incremental operations:
+0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
+"""
+
+from __future__ import annotations
+
+from compactlog.protocol.compiler import Message
+from compactlog.protocol.schema import (
+    BOOL,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    ArrayOf,
+    Field,
+    field,
+    struct_array,
+)
+
+CREATE_TOPICS_REQUEST = Message(
+    "CreateTopicsRequest",
+    19,
+    "2-3",
+    flexible="none",
+    fields=[
+        struct_array(
+            "topics",
+            "CreatableTopic",
+            [
+                field("name", STRING),
+                field("num_partitions", INT32),
+                field("replication_factor", INT16),
+                struct_array(
+                    "assignments",
+                    "CreatableReplicaAssignment",
+                    [field("partition_index", INT32), field("broker_ids", ArrayOf(INT32))],
+                ),
+                struct_array(
+                    "configs",
+                    "CreatableTopicConfig",
+                    [field("name", STRING), field("value", STRING, nullable="0+")],
+                ),
+            ],
+        ),
+        field("timeout_ms", INT32, default=60000),
+        field("validate_only", BOOL),
+    ],
+)
+
+CREATE_TOPICS_RESPONSE = Message(
+    "CreateTopicsResponse",
+    19,
+    "2-3",
+    flexible="none",
+    fields=[
+        field("throttle_time_ms", INT32),
+        struct_array(
+            "topics",
+            "CreatableTopicResult",
+            [
+                field("name", STRING),
+                field("error_code", INT16),
+                field("error_message", STRING, nullable="0+", default=None),
+            ],
+        ),
+    ],
+)
+
+DELETE_TOPICS_REQUEST = Message(
+    "DeleteTopicsRequest",
+    20,
+    "1-3",
+    flexible="none",
+    fields=[field("topic_names", ArrayOf(STRING)), field("timeout_ms", INT32)],
+)
+
+DELETE_TOPICS_RESPONSE = Message(
+    "DeleteTopicsResponse",
+    20,
+    "1-3",
+    flexible="none",
+    fields=[
+        field("throttle_time_ms", INT32),
+        struct_array(
+            "responses",
+            "DeletableTopicResult",
+            [field("name", STRING), field("error_code", INT16)],
+        ),
+    ],
+)
+
+DELETE_RECORDS_REQUEST = Message(
+    "DeleteRecordsRequest",
+    21,
+    "0-1",
+    flexible="none",
+    fields=[
+        struct_array(
+            "topics",
+            "DeleteRecordsTopic",
+            [
+                field("name", STRING),
+                struct_array(
+                    "partitions",
+                    "DeleteRecordsPartition",
+                    # offset -1 = the high watermark
+                    [field("partition_index", INT32), field("offset", INT64)],
+                ),
+            ],
+        ),
+        field("timeout_ms", INT32),
+    ],
+)
+
+DELETE_RECORDS_RESPONSE = Message(
+    "DeleteRecordsResponse",
+    21,
+    "0-1",
+    flexible="none",
+    fields=[
+        field("throttle_time_ms", INT32),
+        struct_array(
+            "topics",
+            "DeleteRecordsTopicResult",
+            [
+                field("name", STRING),
+                struct_array(
+                    "partitions",
+                    "DeleteRecordsPartitionResult",
+                    [
+                        field("partition_index", INT32),
+                        field("low_watermark", INT64),
+                        field("error_code", INT16),
+                    ],
+                ),
+            ],
+        ),
+    ],
+)
+
+DESCRIBE_CONFIGS_REQUEST = Message(
+    "DescribeConfigsRequest",
+    32,
+    "1-2",
+    flexible="none",
+    fields=[
+        struct_array(
+            "resources",
+            "DescribeConfigsResource",
+            [
+                field("resource_type", INT8),
+                field("resource_name", STRING),
+                # null = every config of the resource
+                field("configuration_keys", ArrayOf(STRING), nullable="0+"),
+            ],
+        ),
+        field("include_synonyms", BOOL),
+    ],
+)
+
+DESCRIBE_CONFIGS_RESPONSE = Message(
+    "DescribeConfigsResponse",
+    32,
+    "1-2",
+    flexible="none",
+    fields=[
+        field("throttle_time_ms", INT32),
+        struct_array(
+            "results",
+            "DescribeConfigsResult",
+            [
+                field("error_code", INT16),
+                field("error_message", STRING, nullable="0+", default=None),
+                field("resource_type", INT8),
+                field("resource_name", STRING),
+                struct_array(
+                    "configs",
+                    "DescribeConfigsResourceResult",
+                    [
+                        field("name", STRING),
+                        field("value", STRING, nullable="0+"),
+                        field("read_only", BOOL),
+                        field("config_source", INT8, default=-1),
+                        field("is_sensitive", BOOL),
+                        struct_array(
+                            "synonyms",
+                            "DescribeConfigsSynonym",
+                            [
+                                field("name", STRING),
+                                field("value", STRING, nullable="0+"),
+                                field("source", INT8),
+                            ],
+                        ),
+                    ],
+                ),
+            ],
+        ),
+    ],
+)
+
+
+def _alter_request(name: str, api_key: int, versions: str, operation: bool) -> Message:
+    config: list[Field] = [field("name", STRING)]
+    if operation:
+        config.append(field("config_operation", INT8))  # 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT
+    config.append(field("value", STRING, nullable="0+"))
+    return Message(
+        name,
+        api_key,
+        versions,
+        flexible="none",
+        fields=[
+            struct_array(
+                "resources",
+                "AlterConfigsResource",
+                [
+                    field("resource_type", INT8),
+                    field("resource_name", STRING),
+                    struct_array("configs", "AlterableConfig", config),
+                ],
+            ),
+            field("validate_only", BOOL),
+        ],
+    )
+
+
+def _alter_response(name: str, api_key: int, versions: str) -> Message:
+    return Message(
+        name,
+        api_key,
+        versions,
+        flexible="none",
+        fields=[
+            field("throttle_time_ms", INT32),
+            struct_array(
+                "responses",
+                "AlterConfigsResourceResponse",
+                [
+                    field("error_code", INT16),
+                    field("error_message", STRING, nullable="0+", default=None),
+                    field("resource_type", INT8),
+                    field("resource_name", STRING),
+                ],
+            ),
+        ],
+    )
+
+
+# AlterConfigs replaces a resource's whole dynamic config; IncrementalAlterConfigs (KIP-339)
+# changes single keys. The two differ on the wire only by config_operation.
+ALTER_CONFIGS_REQUEST = _alter_request("AlterConfigsRequest", 33, "0-1", operation=False)
+ALTER_CONFIGS_RESPONSE = _alter_response("AlterConfigsResponse", 33, "0-1")
+INCREMENTAL_ALTER_CONFIGS_REQUEST = _alter_request(
+    "IncrementalAlterConfigsRequest", 44, "0", operation=True
+)
+INCREMENTAL_ALTER_CONFIGS_RESPONSE = _alter_response("IncrementalAlterConfigsResponse", 44, "0")
+
+CreateTopicsRequest = CREATE_TOPICS_REQUEST.cls
+CreateTopicsResponse = CREATE_TOPICS_RESPONSE.cls
+DeleteTopicsRequest = DELETE_TOPICS_REQUEST.cls
+DeleteTopicsResponse = DELETE_TOPICS_RESPONSE.cls
+DeleteRecordsRequest = DELETE_RECORDS_REQUEST.cls
+DeleteRecordsResponse = DELETE_RECORDS_RESPONSE.cls
+DescribeConfigsRequest = DESCRIBE_CONFIGS_REQUEST.cls
+DescribeConfigsResponse = DESCRIBE_CONFIGS_RESPONSE.cls
+AlterConfigsRequest = ALTER_CONFIGS_REQUEST.cls
+AlterConfigsResponse = ALTER_CONFIGS_RESPONSE.cls
+IncrementalAlterConfigsRequest = INCREMENTAL_ALTER_CONFIGS_REQUEST.cls
+IncrementalAlterConfigsResponse = INCREMENTAL_ALTER_CONFIGS_RESPONSE.cls

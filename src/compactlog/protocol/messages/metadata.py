@@ -1,0 +1,100 @@
+"""Metadata (key 3) and FindCoordinator (key 10): where topics, partitions and groups live."""
+
+from __future__ import annotations
+
+from compactlog.protocol.compiler import Message
+from compactlog.protocol.schema import (
+    BOOL,
+    INT8,
+    INT16,
+    INT32,
+    STRING,
+    ArrayOf,
+    field,
+    struct_array,
+)
+
+METADATA_REQUEST = Message(
+    "MetadataRequest",
+    3,
+    "1-4",
+    flexible="none",
+    fields=[
+        # null = all topics (v1+); an empty list = none
+        struct_array("topics", "MetadataRequestTopic", [field("name", STRING)], nullable="1+"),
+        field("allow_auto_topic_creation", BOOL, "4+", default=True),
+    ],
+)
+
+METADATA_RESPONSE = Message(
+    "MetadataResponse",
+    3,
+    "1-4",
+    flexible="none",
+    fields=[
+        field("throttle_time_ms", INT32, "3+"),
+        struct_array(
+            "brokers",
+            "MetadataResponseBroker",
+            [
+                field("node_id", INT32),
+                field("host", STRING),
+                field("port", INT32),
+                field("rack", STRING, "1+", nullable="1+", default=None),
+            ],
+        ),
+        field("cluster_id", STRING, "2+", nullable="2+", default=None),
+        field("controller_id", INT32, "1+", default=-1),
+        struct_array(
+            "topics",
+            "MetadataResponseTopic",
+            [
+                field("error_code", INT16),
+                field("name", STRING),
+                field("is_internal", BOOL, "1+"),
+                struct_array(
+                    "partitions",
+                    "MetadataResponsePartition",
+                    [
+                        field("error_code", INT16),
+                        field("partition_index", INT32),
+                        field("leader_id", INT32),
+                        field("replica_nodes", ArrayOf(INT32)),
+                        field("isr_nodes", ArrayOf(INT32)),
+                    ],
+                ),
+            ],
+        ),
+    ],
+)
+
+FIND_COORDINATOR_REQUEST = Message(
+    "FindCoordinatorRequest",
+    10,
+    "0-1",
+    flexible="none",
+    fields=[
+        field("key", STRING),
+        field("key_type", INT8, "1+"),  # 0 group, 1 transaction
+    ],
+)
+
+FIND_COORDINATOR_RESPONSE = Message(
+    "FindCoordinatorResponse",
+    10,
+    "0-1",
+    flexible="none",
+    fields=[
+        field("throttle_time_ms", INT32, "1+"),
+        field("error_code", INT16),
+        field("error_message", STRING, "1+", nullable="1+", default=None),
+        field("node_id", INT32),
+        field("host", STRING),
+        field("port", INT32),
+    ],
+)
+
+MetadataRequest = METADATA_REQUEST.cls
+MetadataResponse = METADATA_RESPONSE.cls
+FindCoordinatorRequest = FIND_COORDINATOR_REQUEST.cls
+FindCoordinatorResponse = FIND_COORDINATOR_RESPONSE.cls

@@ -1,0 +1,95 @@
+"""Produce (key 0) and InitProducerId (key 22).
+
+Produce v3-v7 share one request layout (v7 only allows zstd inside the records); v0-v2 lack
+``transactional_id``. v0-v2 are compiled too, so that a broker which advertises them (as
+librdkafka before 2.11.1 needs, spec 1.4 item 2) but refuses them can still encode a reply
+in the client's version. ``records`` stays the raw bytes of the record batches.
+"""
+
+from __future__ import annotations
+
+from compactlog.protocol.compiler import Message
+from compactlog.protocol.schema import INT16, INT32, INT64, RECORDS, STRING, field, struct_array
+
+PRODUCE_REQUEST = Message(
+    "ProduceRequest",
+    0,
+    "0-7",
+    flexible="none",
+    fields=[
+        field("transactional_id", STRING, "3+", nullable="3+", default=None),
+        field("acks", INT16),
+        field("timeout_ms", INT32),
+        struct_array(
+            "topic_data",
+            "TopicProduceData",
+            [
+                field("name", STRING),
+                struct_array(
+                    "partition_data",
+                    "PartitionProduceData",
+                    [field("index", INT32), field("records", RECORDS, nullable="0+")],
+                ),
+            ],
+        ),
+    ],
+)
+
+PRODUCE_RESPONSE = Message(
+    "ProduceResponse",
+    0,
+    "0-7",
+    flexible="none",
+    fields=[
+        struct_array(
+            "responses",
+            "TopicProduceResponse",
+            [
+                field("name", STRING),
+                struct_array(
+                    "partition_responses",
+                    "PartitionProduceResponse",
+                    [
+                        field("index", INT32),
+                        field("error_code", INT16),
+                        field("base_offset", INT64),
+                        # -1 unless the topic uses LogAppendTime
+                        field("log_append_time_ms", INT64, "2+", default=-1),
+                        field("log_start_offset", INT64, "5+", default=-1),
+                    ],
+                ),
+            ],
+        ),
+        field("throttle_time_ms", INT32, "1+"),
+    ],
+)
+
+INIT_PRODUCER_ID_REQUEST = Message(
+    "InitProducerIdRequest",
+    22,
+    "0-1",
+    flexible="none",
+    fields=[
+        # null for an idempotent (not transactional) producer
+        field("transactional_id", STRING, nullable="0+", default=None),
+        field("transaction_timeout_ms", INT32),
+    ],
+)
+
+INIT_PRODUCER_ID_RESPONSE = Message(
+    "InitProducerIdResponse",
+    22,
+    "0-1",
+    flexible="none",
+    fields=[
+        field("throttle_time_ms", INT32),
+        field("error_code", INT16),
+        field("producer_id", INT64, default=-1),
+        field("producer_epoch", INT16),
+    ],
+)
+
+ProduceRequest = PRODUCE_REQUEST.cls
+ProduceResponse = PRODUCE_RESPONSE.cls
+InitProducerIdRequest = INIT_PRODUCER_ID_REQUEST.cls
+InitProducerIdResponse = INIT_PRODUCER_ID_RESPONSE.cls

@@ -1,0 +1,95 @@
+"""Error codes and API tables: Kafka's numbers, checked against kafka-python and our errors."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from compactlog import errors
+from compactlog.protocol import (
+    ADVERTISED,
+    API_KEYS,
+    API_NAMES,
+    ERROR_NAMES,
+    REQUESTS,
+    RESPONSES,
+    SUPPORTED,
+    ApiKey,
+    codes,
+    error_name,
+)
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka.errors as kp_errors
+    from kafka.protocol.api_key import ApiKey as KpApiKey
+
+
+def test_error_codes_match_kafka_python() -> None:
+    kafka_python = {
+        cls.errno: cls.message
+        for cls in vars(kp_errors).values()
+        if isinstance(cls, type) and isinstance(getattr(cls, "errno", None), int)
+    }
+    # kafka-python keeps older names for these; ours are Errors.java's current ones.
+    older_names = {
+        -1: "UNKNOWN",
+        0: "NO_ERROR",
+        6: "NOT_LEADER_FOR_PARTITION",
+        10: "MESSAGE_SIZE_TOO_LARGE",
+        17: "INVALID_TOPIC",
+        39: "INVALID_REPLICATION_ASSIGNMENT",
+    }
+    for code, name in ERROR_NAMES.items():
+        assert kafka_python.get(code) == older_names.get(code, name), code
+
+
+def test_error_codes_agree_with_compactlog_errors() -> None:
+    for name, value in vars(errors).items():
+        if name.isupper() and isinstance(value, int):
+            assert getattr(codes, name) == value, name
+
+
+def test_error_name() -> None:
+    assert error_name(87) == "INVALID_RECORD"
+    assert error_name(0) == "NONE"
+    assert error_name(12345) == "ERROR_12345"
+
+
+def test_api_names_match_kafka_python() -> None:
+    for key, name in API_NAMES.items():
+        assert KpApiKey(key).name == name
+        assert (
+            API_KEYS[name]
+            == key
+            == ApiKey["".join("_" + c if c.isupper() else c.upper() for c in name).lstrip("_")]
+        )
+
+
+@pytest.mark.parametrize("key", sorted(SUPPORTED))
+def test_every_supported_version_is_compiled(key: int) -> None:
+    lo, hi = SUPPORTED[key]
+    for v in range(lo, hi + 1):
+        assert REQUESTS[key].has_version(v)
+        assert RESPONSES[key].has_version(v)
+    assert REQUESTS[key].name == API_NAMES[key] + "Request"
+    assert RESPONSES[key].name == API_NAMES[key] + "Response"
+    assert ADVERTISED[key][1] == hi
+
+
+def test_spec_minimal_set() -> None:
+    """The advertised set of spec section 1.5, verbatim."""
+    assert ADVERTISED == {
+        0: (0, 7), 1: (4, 11), 2: (1, 3), 3: (1, 4), 8: (2, 3), 9: (1, 3), 10: (0, 1),
+        11: (0, 5), 12: (0, 1), 13: (0, 1), 14: (0, 3), 15: (0, 4), 16: (0, 2), 18: (0, 2),
+        19: (2, 3), 20: (1, 3), 21: (0, 1), 22: (0, 1), 32: (1, 2), 33: (0, 1), 44: (0, 0),
+    }  # fmt: skip
+
+
+def test_no_supported_version_is_flexible_except_none() -> None:
+    """The minimal set needs no flexible version (spec 1.5); the compiled flexible ones
+    (ApiVersions 3-4) stay outside SUPPORTED."""
+    for key, (lo, hi) in SUPPORTED.items():
+        for v in range(lo, hi + 1):
+            assert not REQUESTS[key].is_flexible(v)

@@ -540,17 +540,19 @@ def test_a_commit_marker_outlives_its_transaction_by_two_cleanings(
     horizon by the pass that finds none; removed by a pass at or after the horizon."""
     store = new_store(open_store, delete_retention_ms=MINUTE, min_cleanable_dirty_ratio=0.01)
     t0 = clock.now
+    # Written a day ago, so producer 5 has expired (producer.id.expiration.ms) and its last batch
+    # is not kept for it (spec 5.6); as the log's own append: clients cannot write transactions.
     txn = build_batch(
         [(b"k", b"1")],
-        timestamps=t0,
+        timestamps=t0 - DAY,
         producer_id=5,
         producer_epoch=0,
         base_sequence=0,
         is_transactional=True,
     )
-    put_raw(store, T, txn)  # 0
+    store.append_batch(T, 0, txn, from_client=False)  # 0
     marker = build_end_txn_marker_batch(
-        commit=True, producer_id=5, producer_epoch=0, coordinator_epoch=0, timestamp=t0
+        commit=True, producer_id=5, producer_epoch=0, coordinator_epoch=0, timestamp=t0 - DAY
     )
     store.append_batch(T, 0, marker, from_client=False)  # 1
     put(store, T, (b"k", b"2"))  # 2
@@ -1411,11 +1413,6 @@ def test_clean_log_leaves_a_topic_without_compact_alone(
     assert checkpoint(store) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="spec 5.4 rule 1 / 5.6 / 9.8: compactlog keeps no producer state, so the last batch "
-    "of an active idempotent producer is not retained as an empty header",
-)
 def test_the_last_batch_of_an_active_producer_stays_as_an_empty_header(
     open_store: StoreFactory, clock: ManualClock
 ) -> None:
@@ -1440,6 +1437,118 @@ def test_the_last_batch_of_an_active_producer_stays_as_an_empty_header(
     header = batches(store)[0]
     assert (header.base_offset, header.last_offset, header.records_count) == (1, 1, 0)
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (77, 3, 1)
+
+
+def producer_batch(
+    seq: int, *records: tuple[bytes, bytes | None], ts: int, pid: int = 77, codec: str = "none"
+) -> bytes:
+    return build_batch(
+        list(records),
+        timestamps=ts,
+        producer_id=pid,
+        producer_epoch=3,
+        base_sequence=seq,
+        compression=Compression.from_name(codec),
+    )
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip"])
+def test_only_the_producers_last_batch_is_kept_for_it(
+    open_store: StoreFactory, clock: ManualClock, codec: str
+) -> None:
+    """An earlier batch of the producer is dropped as usual; the last one stays (with its
+    surviving records, or as a header), compressed or not."""
+    store = new_store(open_store)
+    now = clock.now
+    put_raw(store, T, producer_batch(0, (b"a", b"1"), (b"b", b"1"), ts=now, codec=codec))  # 0-1
+    put_raw(store, T, producer_batch(2, (b"a", b"2"), (b"c", b"1"), ts=now, codec=codec))  # 2-3
+    put(store, T, (b"a", b"3"), (b"b", b"2"), (b"c", b"2"))  # 4-6
+    store.roll(T, 0)
+    store.clean_log(T, 0, now)
+    assert shape(store) == [(2, 3, 0), (4, 6, 3)]
+    header = batches(store)[0]
+    assert (header.producer_id, header.base_sequence, header.compression) == (
+        77,
+        2,
+        Compression.NONE,  # an empty header is never compressed
+    )
+    assert header.size_in_bytes == 61
+
+
+def test_an_expired_producers_last_batch_is_not_kept(
+    open_store: StoreFactory, clock: ManualClock
+) -> None:
+    store = new_store(open_store)
+    now = clock.now
+    put_raw(store, T, producer_batch(0, (b"k", b"1"), ts=now - DAY - 1))  # 0
+    put_raw(store, T, producer_batch(0, (b"j", b"1"), ts=now - DAY + 1, pid=78))  # 1
+    put(store, T, (b"k", b"2"), (b"j", b"2"))  # 2-3
+    store.roll(T, 0)
+    store.clean_log(T, 0, now - 1)  # producer.id.expiration.ms (a day): 77 expired, 78 not yet
+    assert shape(store) == [(1, 1, 0), (2, 3, 2)]
+    put(store, T, (b"z", b"1"))  # 4
+    store.roll(T, 0)
+    store.clean_log(T, 0, now + 1)
+    assert shape(store) == [(2, 3, 2), (4, 4, 1)]
+
+
+def test_a_duplicate_is_still_detected_after_cleaning_and_reload(
+    open_store: StoreFactory, clock: ManualClock, tmp_path: Path
+) -> None:
+    """Kafka's ``testDuplicateCheckAfterCleaning``: the empty header keeps the producer's last
+    sequence, so after a restart its retry is still answered with the original offsets."""
+    store = new_store(open_store)
+    now = clock.now
+    last = producer_batch(1, (b"k", b"1"), ts=now)
+    put_raw(store, T, producer_batch(0, (b"j", b"1"), ts=now))  # 0
+    put_raw(store, T, last)  # 1
+    put(store, T, (b"k", b"2"), (b"j", b"2"))  # 2-3
+    store.roll(T, 0)
+    store.clean_log(T, 0, now)
+    assert shape(store) == [(1, 1, 0), (2, 3, 2)]
+    store.close()
+    for name in os.listdir(tmp_path / "data" / "t-0"):
+        if name.endswith(".snapshot"):
+            os.remove(tmp_path / "data" / "t-0" / name)  # rebuilt from the log alone
+    (tmp_path / "data" / ".kafka_cleanshutdown").unlink()
+    again = open_store()
+    retry = again.append_batch_info(T, 0, last)
+    assert retry.duplicate and (retry.first_offset, retry.last_offset) == (1, 1)
+    again.append_batch(T, 0, producer_batch(2, (b"k", b"3"), ts=now))
+
+
+def test_a_producer_with_only_a_marker_keeps_its_marker_as_a_header(
+    open_store: StoreFactory, clock: ManualClock
+) -> None:
+    """A producer whose current epoch wrote no data (its coordinator aborted the transaction
+    with a bumped epoch) keeps the marker of that epoch instead (spec 5.4 rule 1)."""
+    store = new_store(open_store, delete_retention_ms=MINUTE)
+    now = clock.now
+    txn = build_batch(
+        [(b"k", b"1")],
+        timestamps=now,
+        producer_id=5,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    store.append_batch(T, 0, txn, from_client=False)  # 0
+    abort = build_end_txn_marker_batch(
+        commit=False, producer_id=5, producer_epoch=1, coordinator_epoch=0, timestamp=now
+    )
+    store.append_batch(T, 0, abort, from_client=False)  # 1
+    put(store, T, (b"k", b"2"))  # 2
+    store.roll(T, 0)
+    assert store.log(T, 0).last_records_of_active_producers()[5] == (None, 1)
+    store.clean_log(T, 0, now)
+    assert shape(store) == [(1, 1, 1), (2, 2, 1)]  # the marker, stamped with its horizon
+    put(store, T, (b"z", b"1"))  # 3
+    store.roll(T, 0)
+    store.clean_log(T, 0, now + MINUTE)  # past the horizon: its record goes, the header stays
+    marker = batches(store)[0]
+    assert shape(store) == [(1, 1, 0), (2, 2, 1), (3, 3, 1)]
+    assert (marker.is_control, marker.is_transactional) == (True, True)
+    assert (marker.producer_id, marker.producer_epoch) == (5, 1)
 
 
 # --- uncleanable partitions (spec 4.6, 5.14) -------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 import compactlog
 from compactlog.cleaner.offline import SurvivorMap, clean_partition, plan_partitions, record_cleaned
 from compactlog.errors import StorageError
+from compactlog.records import Compression, build_batch
 from compactlog.storage.store import DataDirLock, PartitionJobs
 from tests.conftest import ManualClock
 
@@ -73,6 +74,58 @@ def test_a_task_writes_what_the_in_process_cleaner_writes(tmp_path: Path) -> Non
     assert (b / "cleaner-offset-checkpoint").read_bytes() == (
         a / "cleaner-offset-checkpoint"
     ).read_bytes()
+
+
+def _fill_with_producers(data: Path) -> None:
+    """Three idempotent producers, then plain writes that supersede all of their keys: each
+    producer's last batch survives only as the empty header kept for it (spec 5.6)."""
+    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+        store.create_topic("t", 1, {"cleanup.policy": "compact", "segment.bytes": "4096"})
+        sequences = {1: 0, 2: 0, 3: 0}
+        for i in range(300):
+            pid = 1 + i % 3
+            count = 1 + i % 4
+            raw = build_batch(
+                [(b"k%03d" % ((i + j) % 60), b"p%d" % i) for j in range(count)],
+                timestamps=NOW - 1000 + i,
+                compression=Compression.GZIP if i % 5 == 0 else Compression.NONE,
+                producer_id=pid,
+                producer_epoch=0,
+                base_sequence=sequences[pid],
+            )
+            store.append_batch("t", 0, raw)
+            sequences[pid] += count
+        for k in range(60):
+            store.append("t", 0, [(b"k%03d" % k, b"plain")], timestamp=NOW)
+        store.roll("t", 0)
+
+
+@pytest.mark.parametrize("now", [NOW, NOW + 86_400_000 - 702])
+def test_a_task_keeps_the_producers_last_batches_as_the_in_process_cleaner(
+    tmp_path: Path, now: int
+) -> None:
+    """With producers active at the plan's time (and, second case, with producers 1 and 2
+    expired by then), a task writes the same bytes, producer snapshots included."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    _fill_with_producers(a)
+    shutil.copytree(a, b)
+    with compactlog.Store.open(a, ManualClock(NOW)) as store:
+        store.clean_log("t", 0, now=now)
+        headers = [
+            (batch.header.producer_id, batch.header.records_count)
+            for batch in store.log("t", 0).iter_batches(0)
+            if batch.header.has_producer_id
+        ]
+    assert headers == ([(1, 0), (2, 0), (3, 0)] if now == NOW else [(3, 0)])
+    lock = DataDirLock(b).acquire()
+    with compactlog.Store.open(b, ManualClock(NOW), dir_lock=lock) as store:
+        plans = plan_partitions(store, "t", "job-1", now=now)
+    PartitionJobs(str(b)).begin("job-1")
+    outcome = clean_partition(plans[0])
+    _finish(b, lock, [outcome])
+    assert outcome.error is None
+    assert _files(b) == _files(a)
+    assert any(name.endswith(".snapshot") for name in _files(a))
 
 
 def test_survivors_clean_the_whole_range_in_one_round(tmp_path: Path) -> None:

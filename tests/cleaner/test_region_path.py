@@ -17,7 +17,7 @@ import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.cleaner.cleaner import Cleaner, CleanerBuffers, kafka_chunks
 from compactlog.cleaner.offset_map import CompactOffsetMap, OffsetMap, SkimpyOffsetMap
 from compactlog.errors import CorruptRecordError
-from compactlog.records import build_batch
+from compactlog.records import Compression, build_batch
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
 
@@ -31,6 +31,7 @@ batch_strategy = st.tuples(
     ),
     st.sampled_from(CODECS),
     st.booleans(),  # roll after it
+    st.sampled_from([None, None, 7, 8]),  # an idempotent producer's batch (its last is kept)
 )
 
 
@@ -91,7 +92,7 @@ def _map(kind: str, slots: int, spare: bool = True) -> OffsetMap:
     slots=st.sampled_from([6, 50, 100_000]),
 )
 def test_the_bulk_path_writes_what_the_record_by_record_path_writes(
-    batches: list[tuple[list[tuple[int, bool, int]], str, bool]],
+    batches: list[tuple[list[tuple[int, bool, int]], str, bool, int | None]],
     segment_bytes: int,
     read_buffer: int,
     region: int,
@@ -112,12 +113,25 @@ def test_the_bulk_path_writes_what_the_record_by_record_path_writes(
                 "delete.retention.ms": 1_000,
             },
         )
-        for i, (records, codec, roll) in enumerate(batches):
+        sequences = {7: 0, 8: 0}
+        for i, (records, codec, roll, producer) in enumerate(batches):
             rows = [
                 (b"k%d" % k, None if tomb else bytes([65 + i % 26]) * size)
                 for k, tomb, size in records
             ]
-            store.append(T, 0, rows, compression=codec, timestamp=now - 10_000 + i)
+            if producer is None:
+                store.append(T, 0, rows, compression=codec, timestamp=now - 10_000 + i)
+            else:
+                raw = build_batch(
+                    rows,
+                    timestamps=now - 10_000 + i,
+                    compression=Compression.from_name(codec),
+                    producer_id=producer,
+                    producer_epoch=0,
+                    base_sequence=sequences[producer],
+                )
+                store.append_batch(T, 0, raw)
+                sequences[producer] += len(rows)
             if roll:
                 store.roll(T, 0)
         store.roll(T, 0)

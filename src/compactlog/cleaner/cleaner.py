@@ -20,7 +20,9 @@ uncleanable offset FUO:
    horizon (KIP-534), which the first cleaning that keeps it stamps as ``now +
    delete.retention.ms``; keyless records inside the map's range are dropped and counted; batches
    are never merged or split, and their offsets, timestamps, producer fields and codec survive;
-   the batch that ends right at FUO is kept as an empty header if all its records go
+   the last batch of every producer still active when the round starts (not expired by its
+   ``now``) is kept, as an empty header if all its records go, so that the producer's sequence
+   and epoch survive a restart (spec 5.6); so is the batch that ends right at FUO
    (KAFKA-17076), so the log keeps its last offset.
 4. **Swap.** The new segment is written as ``.cleaned``, finished (final time-index entry,
    trimmed, fsynced, the last source segment's mtime), and swapped in by
@@ -94,6 +96,7 @@ from compactlog.records.batch import (
 )
 from compactlog.records.control import decode_control_key
 from compactlog.storage.log import Log
+from compactlog.storage.producer_state import LastRecord
 from compactlog.storage.segment import AppendPiece, LogSegment
 
 logger = logging.getLogger("compactlog.cleaner")
@@ -510,6 +513,40 @@ class _TransactionState:
         return kind == ControlRecordType.ABORT
 
 
+class _ActiveProducers:
+    """Spec 5.4, the first batch-retention rule: the last batch of every active producer stays
+    (Kafka's ``isBatchLastRecordOfProducer``), from the producers as the round starts.
+
+    A producer with data keeps the batch holding its last data offset; one that wrote only
+    markers keeps a control batch of its current epoch.
+    """
+
+    def __init__(self, last_records: dict[int, LastRecord]) -> None:
+        self._records = last_records
+        offsets = {
+            r.last_data_offset for r in last_records.values() if r.last_data_offset is not None
+        }
+        self._offsets = np.array(sorted(offsets), dtype=np.int64)
+
+    def __bool__(self) -> bool:
+        return bool(self._records)
+
+    def candidates(self, columns: RecordColumns) -> np.ndarray:
+        """Per batch of a region: whether it may be a producer's last batch (its last offset is
+        one of theirs); those go through :meth:`Cleaner._filter_batch`, which decides."""
+        return (columns.batch_producer_id >= 0) & np.isin(columns.batch_last_offset, self._offsets)
+
+    def retains(self, header: BatchHeader) -> bool:
+        if not header.has_producer_id:
+            return False
+        record = self._records.get(header.producer_id)
+        if record is None:
+            return False
+        if record.last_data_offset is not None:
+            return header.last_offset == record.last_data_offset
+        return header.is_control and header.producer_epoch == record.producer_epoch
+
+
 class Cleaner:
     """Cleans one log at a time with one offset map (one per cleaner thread)."""
 
@@ -581,8 +618,11 @@ class Cleaner:
                 first_uncleanable_offset,
             )
             transactions = _TransactionState()
+            producers = _ActiveProducers(log.last_records_of_active_producers(now))
             for group in groups:
-                self.clean_segments(log, group, now, first_uncleanable_offset, transactions, stats)
+                self.clean_segments(
+                    log, group, now, first_uncleanable_offset, transactions, producers, stats
+                )
                 stats.groups += 1
             while self._unswapped:
                 self._swap_in(log, self._unswapped[0])
@@ -711,6 +751,7 @@ class Cleaner:
         now: int,
         upper_bound: int,
         transactions: _TransactionState,
+        producers: _ActiveProducers,
         stats: CleanerStats,
     ) -> None:
         """Write the ``.cleaned`` segment of a group, then swap in the previous group's.
@@ -727,7 +768,7 @@ class Cleaner:
         unswapped = _Unswapped(cleaned, group, [])
         self._unswapped.append(unswapped)
         for i, source in enumerate(group):
-            self._clean_into(log, source, cleaned, now, upper_bound, transactions, stats)
+            self._clean_into(log, source, cleaned, now, upper_bound, transactions, producers, stats)
             stats.segments_read += 1
             # The last append so far (appends run in order): everything before it is written.
             last = self._writes[(self._region_count - 1) % 2]
@@ -755,6 +796,7 @@ class Cleaner:
         now: int,
         upper_bound: int,
         transactions: _TransactionState,
+        producers: _ActiveProducers,
         stats: CleanerStats,
     ) -> None:
         """Kafka's ``cleanInto``: read ``source`` a chunk at a time, filter, append each
@@ -817,6 +859,7 @@ class Cleaner:
                 delete_retention_ms,
                 upper_bound,
                 transactions,
+                producers,
                 stats,
                 k % 2,
             )
@@ -837,6 +880,7 @@ class Cleaner:
         delete_retention_ms: int,
         upper_bound: int,
         transactions: _TransactionState,
+        producers: _ActiveProducers,
         stats: CleanerStats,
         buffer: int,
     ) -> tuple[bytes | memoryview, list[AppendPiece]]:
@@ -858,6 +902,11 @@ class Cleaner:
         attributes = columns.batch_attributes
         if not self.fast_path:
             attributes = attributes | _rk.SPECIAL_MASK  # everything record by record
+        elif producers:
+            # A producer's last batch may have to stay as an empty header: record by record.
+            last = producers.candidates(columns)
+            if last.any():
+                attributes = np.where(last, attributes | _rk.SPECIAL_MASK, attributes)
         written = self._filter_kernel(
             src,
             positions,
@@ -926,6 +975,7 @@ class Cleaner:
                         delete_retention_ms,
                         upper_bound,
                         transactions,
+                        producers,
                         stats,
                     )
                     if filtered is None:
@@ -1004,6 +1054,7 @@ class Cleaner:
         delete_retention_ms: int,
         upper_bound: int,
         transactions: _TransactionState,
+        producers: _ActiveProducers,
         stats: CleanerStats,
     ) -> tuple[bytes | memoryview, int] | None:
         """Spec 5.4 for batch ``b`` of the chunk: the bytes to write and the offset that keys the
@@ -1019,9 +1070,9 @@ class Cleaner:
         else:
             can_discard = transactions.on_data_batch(header)
             discard_records = can_discard
-        # Batch retention, first matching rule (no producer state is kept yet, so the "last
-        # batch of an active producer" rule never applies).
-        retain_empty = header.next_offset == upper_bound
+        # Batch retention, first matching rule: an active producer's last batch, the batch
+        # ending at the upper bound (both RETAIN_EMPTY), then DELETE or DELETE_EMPTY.
+        retain_empty = producers.retains(header) or header.next_offset == upper_bound
         if not retain_empty and discard_records:
             return None
         stats.messages_read += stop - first

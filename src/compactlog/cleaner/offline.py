@@ -187,18 +187,21 @@ def _clean_locked(
     broker = BrokerConfig.from_dict(plan.broker)
     directory = os.path.join(plan.data_dir, partition_dir_name(plan.topic, plan.partition))
     # The planning store closed cleanly and nothing appends while the job runs, so the files
-    # need no recovery; a swap an earlier attempt left half done is completed or undone.
+    # need no recovery; a swap an earlier attempt left half done is completed or undone. The
+    # log lives at the plan's time: its producer state (read from the snapshot the planning
+    # store wrote) then has the producers the in-process cleaner would see as active then.
     log, _ = load_log(
         OsFileSystem(),
         directory,
         plan.topic,
         plan.partition,
         plan.config,
-        _epoch_ms,
+        lambda: plan.now,
         had_clean_shutdown=True,
         recovery_point=None,
         log_start_offset=plan.log_start_offset,
         rng=random.Random(0),
+        producer_id_expiration_ms=broker.producer_id_expiration_ms,
     )
     try:
         cleaner = new_cleaner(broker, _epoch_ms, cleaner_class=OnePassCleaner)

@@ -41,7 +41,8 @@ def dump_log(ctx: click.Context, files: Sequence[str], print_data_log: bool) -> 
     """Print log segments, indexes and checkpoint files (like kafka-dump-log --print-data-log).
 
     Works on .log, .index, .timeindex and .txnindex files (also with a .deleted, .cleaned or
-    .swap suffix) and on offset checkpoint files. Needs no data directory and changes nothing.
+    .swap suffix), on producer-state .snapshot files and on offset checkpoint files. Needs no
+    data directory and changes nothing.
     Damage (a torn tail, a CRC mismatch, an index entry that points at no batch, ...) is
     reported as one error line naming the byte position, after everything readable is printed;
     the remaining files are still dumped.

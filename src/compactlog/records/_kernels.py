@@ -319,6 +319,7 @@ H_ATTRIBUTES = 5
 H_LAST_OFFSET_DELTA = 6
 H_BASE_TIMESTAMP = 7
 H_MAX_TIMESTAMP = 8
+H_PRODUCER_ID = 9
 H_RECORDS_COUNT = 12
 H_POSITION = 13
 # (offset in the header, bytes, signed) of each field.

@@ -152,6 +152,10 @@ class RecordColumns:
         return self.batch_table[:, _kernels.H_ATTRIBUTES]
 
     @property
+    def batch_producer_id(self) -> Int64Array:
+        return self.batch_table[:, _kernels.H_PRODUCER_ID]
+
+    @property
     def batch_records_count(self) -> Int64Array:
         return self.batch_table[:, _kernels.H_RECORDS_COUNT]
 

@@ -179,6 +179,7 @@ class BrokerConfig:
     flush_scheduler_interval_ms: int
     num_recovery_threads_per_data_dir: int
     producer_id_expiration_ms: int
+    producer_id_expiration_check_interval_ms: int
     initial_task_delay_ms: int
     segment_delete_delay_ms: int
     remote_storage_system_enable: bool
@@ -199,6 +200,7 @@ class BrokerConfig:
         "flush_scheduler_interval_ms": "log.flush.scheduler.interval.ms",
         "num_recovery_threads_per_data_dir": "num.recovery.threads.per.data.dir",
         "producer_id_expiration_ms": "producer.id.expiration.ms",
+        "producer_id_expiration_check_interval_ms": "producer.id.expiration.check.interval.ms",
         "initial_task_delay_ms": "log.initial.task.delay.ms",
         "segment_delete_delay_ms": "log.segment.delete.delay.ms",
         "remote_storage_system_enable": "remote.log.storage.system.enable",

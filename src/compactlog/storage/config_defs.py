@@ -568,6 +568,9 @@ _BROKER_ONLY_DEFS: Final = (
     ConfigDef("producer.id.expiration.ms", "int", 86400000,
               "How long an idle producer's state (and the empty batch the cleaner keeps for it) "
               "is retained.", at_least(1)),
+    ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000,
+              "How often expired producer ids are removed from the partitions' producer state "
+              "(internal).", at_least(1), internal=True),
     ConfigDef("remote.log.storage.system.enable", "boolean", False,
               "Whether topics may enable tiered storage at all. compactlog has no remote tier, "
               "so this only changes which topic configs validation accepts.", has_effect=False),

@@ -1,4 +1,4 @@
-"""``dump-log``: one log, index or checkpoint file as Kafka's ``DumpLogSegments``
+"""``dump-log``: one log, index, producer snapshot or checkpoint file as Kafka's ``DumpLogSegments``
 (``kafka-dump-log --print-data-log``) shows it.
 
 Nothing here writes, renames or locks: files are opened ``O_RDONLY``. The lines of whatever can
@@ -46,6 +46,8 @@ from compactlog.storage._segment_checks import (
     _scan_segment,
 )
 from compactlog.storage.checkpoint import MalformedCheckpointError, parse_checkpoint
+from compactlog.storage.producer_snapshot import decode_snapshot
+from compactlog.storage.producer_state import decrement_sequence
 from compactlog.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -255,6 +257,31 @@ def _dump_txn_index(path: str) -> Iterator[str]:
         )
 
 
+def _dump_producer_snapshot(path: str) -> Iterator[str]:
+    """Kafka's ``dumpProducerIdSnapshot``: one line per producer (``currentTxnFirstOffset`` as
+    Java prints an ``OptionalLong``; the last batch's fields only when it has one)."""
+    with _ReadOnlyFile(path) as file:
+        raw = file.read_all()
+    for e in decode_snapshot(raw, path):
+        txn = (
+            "OptionalLong.empty"
+            if e.current_txn_first_offset < 0
+            else f"OptionalLong[{e.current_txn_first_offset}]"
+        )
+        line = (
+            f"producerId: {e.producer_id} producerEpoch: {e.epoch} "
+            f"coordinatorEpoch: {e.coordinator_epoch} currentTxnFirstOffset: {txn} "
+            f"lastTimestamp: {e.timestamp} "
+        )
+        if e.last_offset >= 0:
+            line += (
+                f"firstSequence: {decrement_sequence(e.last_sequence, e.offset_delta)} "
+                f"lastSequence: {e.last_sequence} lastOffset: {e.last_offset} "
+                f"offsetDelta: {e.offset_delta} timestamp: {e.timestamp}"
+            )
+        yield line
+
+
 def _dump_checkpoint(path: str) -> Iterator[str]:
     with _ReadOnlyFile(path) as file:
         raw = file.read_all()
@@ -272,7 +299,8 @@ def dump_log_file(path: str, *, print_data_log: bool = True) -> Iterator[str]:
     ``.log`` files: one line per batch (Kafka's field names and order), then, with
     ``print_data_log``, one ``| offset: ...`` line per record with its key and payload.
     ``.index``: ``offset: X position: Y``; ``.timeindex``: ``timestamp: X offset: Y``;
-    ``.txnindex`` entries; offset checkpoint files: ``topic: T partition: P offset: O``.
+    ``.txnindex`` entries; ``.snapshot`` (producer state): one ``producerId: ...`` line per
+    producer; offset checkpoint files: ``topic: T partition: P offset: O``.
     Files with a ``.deleted``, ``.cleaned`` or ``.swap`` suffix are read by their inner suffix.
 
     The lines of whatever can be read are yielded first; then damage (a framing failure, a
@@ -291,11 +319,13 @@ def dump_log_file(path: str, *, print_data_log: bool = True) -> Iterator[str]:
         return _dump_time_index(path)
     if kind == TXN_INDEX_SUFFIX:
         return _dump_txn_index(path)
+    if kind == SNAPSHOT_SUFFIX:
+        return _dump_producer_snapshot(path)
     if kind in CHECKPOINT_FILES:
         return _dump_checkpoint(path)
     raise UnsupportedFileError(
-        f"{path}: not a file dump-log reads (.log, .index, .timeindex, .txnindex or an offset "
-        "checkpoint)"
+        f"{path}: not a file dump-log reads (.log, .index, .timeindex, .txnindex, .snapshot or "
+        "an offset checkpoint)"
     )
 
 

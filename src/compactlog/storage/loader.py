@@ -23,9 +23,16 @@ Theory of operation, in the order the steps run:
    first segment that had to be truncated loses everything after the truncation point, and all
    later segments are deleted.
 5. **Offsets.** If the data ends below the checkpointed log start offset, every segment goes (the
-   data was lost); a log with no segment gets an empty one at the log start offset. The log start
-   offset is ``max(checkpoint, first segment base)``; the recovery point is the LEO after a clean
-   stop, else ``min(checkpoint, LEO)``.
+   data was lost, and the producer snapshots with it); a log with no segment gets an empty one at
+   the log start offset. The log start offset is ``max(checkpoint, first segment base)``; the
+   recovery point is the LEO after a clean stop, else ``min(checkpoint, LEO)``.
+6. **Producer state** (:func:`compactlog.storage.producer_state.rebuild_producer_state`):
+   snapshots that belong to no segment are removed (except the newest, when it lies above every
+   segment: a clean close wrote it at the log end), then the state is read from the latest
+   snapshot in ``(log start offset, LEO]`` (a corrupt one is deleted and the next older one
+   tried) and the batches after it are replayed. Recovery has already cut the log at its last
+   valid batch, so a snapshot beyond the recovered end is dropped and a crash at any point gives
+   the state a clean run over the surviving batches would have.
 """
 
 from __future__ import annotations
@@ -41,7 +48,8 @@ from compactlog.errors import CompactlogError
 from compactlog.storage.config import LogConfig
 from compactlog.storage.fs import FileSystem
 from compactlog.storage.index import CorruptIndexError
-from compactlog.storage.log import Log, segment_settings
+from compactlog.storage.log import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Log, segment_settings
+from compactlog.storage.producer_state import ProducerStateManager, rebuild_producer_state
 from compactlog.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -295,8 +303,10 @@ def load_log(
     recovery_point: int | None,
     log_start_offset: int | None,
     rng: random.Random | None = None,
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
 ) -> tuple[Log, LoadStats]:
-    """Open (creating if needed) and recover the log in ``directory``."""
+    """Open (creating if needed) and recover the log in ``directory``; ``clock`` also decides
+    which producers of a snapshot have expired."""
     rng = rng or random.Random()
     stats = LoadStats()
     fs.makedirs(directory)
@@ -316,6 +326,12 @@ def load_log(
         and checkpoint_start is not None
         and segments[-1].read_next_offset() < checkpoint_start
     )
+    producer_state = ProducerStateManager(
+        fs,
+        directory,
+        f"{topic}-{partition}",
+        producer_id_expiration_ms=producer_id_expiration_ms,
+    )
     if data_lost:
         logger.warning(
             "%s: data ends below the checkpointed log start offset %s; deleting all segments",
@@ -326,6 +342,8 @@ def load_log(
             segment.delete_files()
             stats.segments_deleted += 1
         segments = []
+        producer_state.load_snapshots()
+        producer_state.truncate_fully_and_start_at(checkpoint_start or 0)
     if not segments:
         base = checkpoint_start or 0
         jitter = draw_roll_jitter(config.segment_jitter_ms, config.segment_ms, rng)
@@ -338,6 +356,15 @@ def load_log(
     start = max(checkpoint_start or 0, segments[0].base_offset)
     start = min(start, next_offset)
     recovered_point = next_offset if had_clean_shutdown else min(recovery, next_offset)
+    producer_state.remove_stray_snapshots(s.base_offset for s in segments)
+    rebuild_producer_state(
+        producer_state,
+        segments,
+        start,
+        next_offset,
+        now,
+        reload_from_clean_shutdown=had_clean_shutdown,
+    )
     for segment in segments[:-1]:
         segment.on_become_inactive()
         segment.release_index_handles()
@@ -353,6 +380,7 @@ def load_log(
         log_start_offset=start,
         recovery_point=recovered_point,
         rng=rng,
+        producer_state=producer_state,
     )
     return log, stats
 

@@ -20,10 +20,17 @@ This is Kafka's ``LocalLog`` and ``UnifiedLog`` in one class. Theory of operatio
 * **Retention** (:meth:`Log.delete_old_segments`, spec 6) deletes whole segments from the oldest,
   never past the high watermark; deleted segments are renamed ``.deleted`` at once and their files
   removed after ``file.delete.delay.ms``, so readers that hold a segment finish their read.
+* **Producer state** (:mod:`compactlog.storage.producer_state`): batches with a producer id are
+  checked against it after the roll check and before the write, as in Kafka's
+  ``UnifiedLog.append``; a retry of one of a producer's last 5 batches is answered with that
+  batch's offsets and not written again. A roll snapshots the state at the new segment's base
+  offset, a clean close at the log end offset; the snapshots of segments that retention or
+  cleaning removes go with them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import threading
@@ -37,9 +44,15 @@ from compactlog.errors import (
     RecordBatchTooLargeError,
 )
 from compactlog.records import RecordBatch
-from compactlog.storage.config import LogConfig
+from compactlog.storage.config import BROKER_CONFIGS, LogConfig
 from compactlog.storage.file_records import FileBatch
 from compactlog.storage.fs import FileSystem, write_file_atomically
+from compactlog.storage.producer_state import (
+    LastRecord,
+    ProducerState,
+    ProducerStateManager,
+    producer_batches,
+)
 from compactlog.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -53,6 +66,10 @@ from compactlog.storage.validator import ValidatedAppend, validate_and_assign
 
 Clock = Callable[[], int]
 
+_EXPIRATION_DEFAULT = BROKER_CONFIGS["producer.id.expiration.ms"].default
+assert isinstance(_EXPIRATION_DEFAULT, int)
+DEFAULT_PRODUCER_ID_EXPIRATION_MS: int = _EXPIRATION_DEFAULT
+
 
 def segment_settings(config: LogConfig) -> SegmentSettings:
     return SegmentSettings(
@@ -65,8 +82,12 @@ def segment_settings(config: LogConfig) -> SegmentSettings:
 
 @dataclass
 class PendingDeletion:
-    segment: LogSegment
+    """A segment renamed ``.deleted`` (or, with ``segment`` None, the files in ``paths``: the
+    producer snapshots of deleted segments), removed at ``delete_after_ms``."""
+
+    segment: LogSegment | None
     delete_after_ms: int
+    paths: tuple[str, ...] = ()
 
 
 class Log:
@@ -85,7 +106,10 @@ class Log:
         log_start_offset: int,
         recovery_point: int,
         rng: random.Random,
+        producer_state: ProducerStateManager | None = None,
     ) -> None:
+        """``producer_state``: as the loader rebuilt it; without it the log starts with no
+        producers and never writes producer snapshots (a view of the files, not their owner)."""
         if not segments:
             raise CompactlogError(f"log {directory} has no segment")
         self.fs = fs
@@ -103,6 +127,17 @@ class Log:
         self._last_flush_ms = clock()
         self._pending_deletions: list[PendingDeletion] = []
         self._pending_flush_offset = 0
+        if producer_state is None:
+            producer_state = ProducerStateManager(
+                fs,
+                directory,
+                self.name,
+                producer_id_expiration_ms=DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                writes_snapshots=False,
+            )
+            producer_state.update_map_end_offset(self._next_offset)
+        self._producer_state = producer_state
+        self._unsynced_snapshots: list[str] = []  # written at a roll, fsynced by the next flush
         # The directory needs an fsync only after a file in it was created, renamed or removed.
         self._dir_needs_sync = True
         self._closed = False
@@ -158,6 +193,35 @@ class Log:
         if self._closed:
             raise CompactlogError(f"log {self.name} is closed")
 
+    # --- producer state -------------------------------------------------------------------
+    @property
+    def producer_state_manager(self) -> ProducerStateManager:
+        return self._producer_state
+
+    def producer_state(self) -> list[ProducerState]:
+        """The producers this partition knows, by producer id (Kafka's DescribeProducers)."""
+        with self.lock:
+            return self._producer_state.producer_states()
+
+    def last_records_of_active_producers(self, now: int | None = None) -> dict[int, LastRecord]:
+        """Each active producer's last data offset and epoch (what the cleaner keeps); with
+        ``now``, producers expired by then are left out."""
+        with self.lock:
+            return self._producer_state.last_records_of_active_producers(now)
+
+    def remove_expired_producers(self, now: int | None = None) -> int:
+        """Forget producers idle for ``producer.id.expiration.ms``; returns how many."""
+        with self.lock:
+            return self._producer_state.remove_expired_producers(
+                self.clock() if now is None else now
+            )
+
+    def take_producer_snapshot(self) -> str | None:
+        """Snapshot the producer state at the log end offset now (if it moved since the last)."""
+        with self.lock:
+            self._check_open()
+            return self._producer_state.take_snapshot()
+
     # --- appends --------------------------------------------------------------------------
     def append(
         self,
@@ -167,7 +231,12 @@ class Log:
         verify_crc: bool = True,
         keys_checked: bool = False,
     ) -> ValidatedAppend:
-        """Validate, assign offsets, roll if needed and append whole batches as the leader."""
+        """Validate, assign offsets, roll if needed and append whole batches as the leader.
+
+        Batches with a producer id are checked against the producer state (client appends:
+        epochs, sequences, duplicates). A retry of a batch already in the log writes nothing and
+        returns ``duplicate=True`` with the earlier batch's offsets.
+        """
         with self.lock:
             self._check_open()
             config = self._config
@@ -189,6 +258,21 @@ class Log:
                     f"segment.bytes={config.segment_bytes}"
                 )
             segment = self._maybe_roll(size, validated.max_timestamp, validated.last_offset, now)
+            producer_append = None
+            if validated.has_producer_id:
+                producer_append = self._producer_state.prepare_append(
+                    producer_batches(validated.data), from_client=from_client
+                )
+                duplicate = producer_append.duplicate
+                if duplicate is not None:
+                    return dataclasses.replace(
+                        validated,
+                        data=b"",
+                        first_offset=duplicate.first_offset,
+                        last_offset=duplicate.last_offset,
+                        log_append_time=duplicate.timestamp,
+                        duplicate=True,
+                    )
             segment.append(
                 validated.last_offset,
                 validated.max_timestamp,
@@ -196,6 +280,9 @@ class Log:
                 validated.data,
             )
             self._next_offset = validated.last_offset + 1
+            if producer_append is not None:
+                self._producer_state.update(producer_append)
+            self._producer_state.map_end_offset = self._next_offset
             if self.unflushed_messages() >= config.flush_messages:
                 self.flush()
             return validated
@@ -252,6 +339,12 @@ class Log:
             segment = self._new_segment(new_offset)
             self._segments.append(segment)
             segment.make_active()
+            # The snapshot's offset is the new segment's base, so that loading can start from it
+            # and replay only this segment. Not fsynced here: the next flush does it.
+            self._producer_state.update_map_end_offset(new_offset)
+            snapshot = self._producer_state.take_snapshot(sync=False)
+            if snapshot is not None:
+                self._unsynced_snapshots.append(snapshot)
             # Kafka flushes the segment it rolled past asynchronously; so do we (flush_pending).
             self._pending_flush_offset = max(self._pending_flush_offset, new_offset)
             return segment
@@ -259,7 +352,9 @@ class Log:
     def flush_pending(self) -> None:
         """Flush what a roll asked to flush (the store's background thread calls this)."""
         with self.lock:
-            if self._closed or self._pending_flush_offset <= self._recovery_point:
+            if self._closed or (
+                self._pending_flush_offset <= self._recovery_point and not self._unsynced_snapshots
+            ):
                 return
             self.flush(self._pending_flush_offset)
 
@@ -286,6 +381,10 @@ class Log:
             self._check_open()
             target = self._next_offset if offset is None else min(offset, self._next_offset)
             if target <= self._recovery_point:
+                if self._unsynced_snapshots:  # a roll's snapshot, and no data to flush
+                    self._sync_snapshots()
+                    self.fs.sync_dir(self.dir)
+                    self._dir_needs_sync = False
                 return
             for i, segment in enumerate(self._segments):
                 upper = (
@@ -295,11 +394,24 @@ class Log:
                 )
                 if upper > self._recovery_point and segment.base_offset < target:
                     segment.flush()
+            self._sync_snapshots()
             if self._dir_needs_sync:
                 self.fs.sync_dir(self.dir)
                 self._dir_needs_sync = False
             self._recovery_point = target
             self._last_flush_ms = self.clock()
+
+    def _sync_snapshots(self) -> None:
+        for path in self._unsynced_snapshots:
+            if self.fs.exists(path):  # retention may have removed it since
+                handle = self.fs.open(path)
+                try:
+                    handle.sync()
+                finally:
+                    handle.close()
+        if self._unsynced_snapshots:
+            self._dir_needs_sync = True
+        self._unsynced_snapshots = []
 
     def flush_if_due(self, now: int) -> bool:
         """The ``flush.ms`` rule, run by the store's background flusher."""
@@ -457,6 +569,24 @@ class Log:
             self.fs.sync_dir(self.dir)
             self.fs.remove(range_path)
             self._dir_needs_sync = True
+            # The snapshots of the replaced segments go too, except at the new segment's base.
+            self._delete_producer_snapshots(
+                [s for s in present if s.base_offset != new.base_offset], now
+            )
+
+    def _delete_producer_snapshots(self, segments: list[LogSegment], now: int) -> None:
+        """Rename the snapshots at these segments' base offsets ``.deleted``; they are removed
+        after ``file.delete.delay.ms`` (Kafka's ``deleteProducerSnapshots``, async)."""
+        paths = []
+        for segment in segments:
+            path = self._producer_state.remove_and_mark_snapshot_for_deletion(segment.base_offset)
+            if path is not None:
+                paths.append(path)
+        if paths:
+            self._dir_needs_sync = True
+            self._pending_deletions.append(
+                PendingDeletion(None, now + self._config.file_delete_delay_ms, tuple(paths))
+            )
 
     # --- retention and deletion ---------------------------------------------------------
     def delete_records(self, before_offset: int) -> int:
@@ -478,7 +608,9 @@ class Log:
                     f"cannot raise the log start offset of {self.name} to {before_offset}: the "
                     f"high watermark is {self.high_watermark}"
                 )
-            self._log_start_offset = max(self._log_start_offset, before_offset)
+            if before_offset > self._log_start_offset:
+                self._log_start_offset = before_offset
+                self._producer_state.on_log_start_offset_incremented(before_offset)
             return self._log_start_offset
 
     def _deletable_segments(
@@ -510,10 +642,12 @@ class Log:
                 PendingDeletion(segment, now + self._config.file_delete_delay_ms)
             )
         self.fs.sync_dir(self.dir)
-        self._log_start_offset = max(
-            self._log_start_offset, min(self._segments[0].base_offset, self.high_watermark)
-        )
+        start = max(self._log_start_offset, min(self._segments[0].base_offset, self.high_watermark))
+        if start > self._log_start_offset:
+            self._log_start_offset = start
+            self._producer_state.on_log_start_offset_incremented(start)
         self._recovery_point = max(self._recovery_point, self._segments[0].base_offset)
+        self._delete_producer_snapshots(deletable, now)
         return len(deletable)
 
     def delete_log_start_offset_breached_segments(self) -> int:
@@ -567,7 +701,10 @@ class Log:
             keep: list[PendingDeletion] = []
             for pending in self._pending_deletions:
                 if force or now >= pending.delete_after_ms:
-                    pending.segment.delete_files()
+                    if pending.segment is not None:
+                        pending.segment.delete_files()
+                    for path in pending.paths:
+                        self.fs.remove(path)
                 else:
                     keep.append(pending)
             self._pending_deletions = keep
@@ -579,6 +716,9 @@ class Log:
             if self._closed:
                 return
             self.flush()
+            # A snapshot at the log end offset: the next load needs no replay.
+            if self._producer_state.take_snapshot() is not None:
+                self.fs.sync_dir(self.dir)
             for segment in self._segments:
                 segment.close()
             self.remove_deleted_files(force=True)

@@ -26,7 +26,8 @@ Closing: every log is flushed and its files trimmed, the checkpoints are written
 Background service (``background=True``): one thread runs Kafka's periodic tasks, retention of
 ``delete``-only topics every ``log.retention.check.interval.ms`` (first after
 ``log.initial.task.delay.ms``), the ``flush.ms`` check every ``log.flush.scheduler.interval.ms``,
-and the two offset checkpoints at their intervals. Decisions use the store's clock; only the
+the two offset checkpoints at their intervals, and the removal of expired producer ids every
+``producer.id.expiration.check.interval.ms``. Decisions use the store's clock; only the
 thread's sleeping uses real time.
 """
 
@@ -70,12 +71,14 @@ from compactlog.storage.fs import FileSystem, OsFileSystem, write_file_atomicall
 from compactlog.storage.loader import LoadStats, load_log
 from compactlog.storage.log import Log
 from compactlog.storage.partitioner import partition_for_key
+from compactlog.storage.producer_state import ProducerState
 from compactlog.storage.topic_names import (
     check_collision,
     parse_partition_dir_name,
     partition_dir_name,
     validate_topic_name,
 )
+from compactlog.storage.validator import ValidatedAppend
 
 logger = logging.getLogger("compactlog.storage")
 
@@ -433,6 +436,7 @@ class Store:
             recovery_point=recovery_point,
             log_start_offset=log_start,
             rng=self.rng,
+            producer_id_expiration_ms=self.broker.producer_id_expiration_ms,
         )
         if new or not self.fs.exists(os.path.join(directory, PARTITION_METADATA_FILE)):
             self._write_partition_metadata(directory, self._topics[topic].topic_id)
@@ -663,8 +667,34 @@ class Store:
     def append_batch(
         self, topic: str, partition: int, data: bytes, *, from_client: bool = True
     ) -> int:
-        """Append raw record batches (as a producer sends them); returns the first offset."""
+        """Append raw record batches (as a producer sends them); returns the first offset (of
+        the earlier batch, for an idempotent producer's retry: see :meth:`append_batch_info`)."""
         return self.log(topic, partition).append(data, from_client=from_client).first_offset
+
+    def append_batch_info(
+        self, topic: str, partition: int, data: bytes, *, from_client: bool = True
+    ) -> ValidatedAppend:
+        """:meth:`append_batch` with everything a produce response needs: first and last
+        offset, log append time, and ``duplicate`` when the batch was an idempotent producer's
+        retry of a batch already in the log (then those are the earlier batch's, as Kafka
+        answers, with no error).
+
+        Idempotent batches are checked against the partition's producer state: an old epoch
+        raises ``InvalidProducerEpochError`` (47), a sequence gap ``OutOfOrderSequenceError``
+        (45); transactional batches raise ``InvalidRequestError`` (42).
+        """
+        return self.log(topic, partition).append(data, from_client=from_client)
+
+    def producer_state(self, topic: str, partition: int) -> list[ProducerState]:
+        """The idempotent producers the partition knows (id, epoch, last sequence, last offset,
+        last timestamp, ...), by producer id."""
+        return self.log(topic, partition).producer_state()
+
+    def remove_expired_producers(self, now: int | None = None) -> int:
+        """Forget, in every partition, the producers idle for ``producer.id.expiration.ms``
+        (the periodic task runs this); returns how many were removed."""
+        now = self.clock() if now is None else now
+        return sum(log.remove_expired_producers(now) for log in list(self._logs.values()))
 
     def produce(
         self,
@@ -865,6 +895,11 @@ class Store:
                 self.write_log_start_offset_checkpoint,
             ),
             (0, 1000, self._remove_deleted_files),
+            (
+                broker.producer_id_expiration_check_interval_ms,
+                broker.producer_id_expiration_check_interval_ms,
+                self.remove_expired_producers,
+            ),
         ]
         due = [start + delay / 1000 for delay, _, _ in tasks]
         while not self._stop.is_set():

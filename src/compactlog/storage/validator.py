@@ -7,8 +7,15 @@ batch is refused as a whole, leaving the log untouched, when:
 * its CRC or framing is wrong -> ``CORRUPT_MESSAGE`` (2);
 * it is a control batch sent by a client, or a record has a null key on a topic whose
   ``cleanup.policy`` contains ``compact`` -> ``INVALID_RECORD`` (87), with Kafka's message;
+* a client's batch has a producer id but no sequence, or an append of several batches holds one
+  with a producer id (Kafka takes exactly one batch per produce) -> ``INVALID_RECORD`` (87);
+* a client's batch is transactional -> ``INVALID_REQUEST`` (42): compactlog has no transaction
+  coordinator, so no transaction can have been begun;
 * a CreateTime timestamp is outside ``message.timestamp.before.max.ms`` /
   ``message.timestamp.after.max.ms`` of now -> ``INVALID_TIMESTAMP`` (32).
+
+The producer-state rules (sequences, epochs, duplicates) need the log's state and are applied by
+:class:`compactlog.storage.producer_state.ProducerStateManager` after this validation.
 
 Accepted batches get their offsets (the base offset field is outside the CRC, so it is patched in
 place), the partition leader epoch 0 of a single-node leader, the broker's time for
@@ -23,11 +30,13 @@ from dataclasses import dataclass
 from compactlog.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    InvalidRequestError,
     InvalidTimestampError,
     MessageTooLargeError,
 )
 from compactlog.records import (
     LOG_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
     BatchHeader,
     Compression,
     RecordBatch,
@@ -67,6 +76,11 @@ class ValidatedAppend:
     record_count: int
     batch_count: int
     log_append_time: int
+    #: Whether a batch carries a producer id (an idempotent producer's, or a marker's).
+    has_producer_id: bool = False
+    #: True when the append was a retry of a batch already in the log: nothing was written and
+    #: the offsets (and ``log_append_time``, the batch's max timestamp) are the earlier batch's.
+    duplicate: bool = False
 
 
 def _split_batches(data: bytes | bytearray | memoryview) -> list[tuple[int, int]]:
@@ -129,6 +143,7 @@ def validate_and_assign(
     offset = next_offset
     max_ts, offset_of_max_ts = -1, next_offset
     record_count = 0
+    has_producer_id = False
     for index, (position, size) in enumerate(spans):
         header = read_header(buf, position)
         if header.is_control and from_client:
@@ -140,6 +155,15 @@ def validate_and_assign(
             raise CorruptRecordError(
                 f"batch at position {position} has {header.records_count} records but a "
                 f"last offset delta of {header.last_offset_delta}"
+            )
+        if header.producer_id >= 0:
+            has_producer_id = True
+            if from_client:
+                _check_producer_fields(header, position, len(spans), topic_partition)
+        if from_client and header.attributes & TRANSACTIONAL_FLAG_MASK:
+            raise InvalidRequestError(
+                f"transactional batch at position {position} of {topic_partition} refused: "
+                "compactlog does not support transactions"
             )
         if columns is not None:
             _check_records(columns, index, config, topic_partition, now_ms, log_append, header)
@@ -176,7 +200,25 @@ def validate_and_assign(
         record_count=record_count,
         batch_count=len(spans),
         log_append_time=now_ms if log_append else -1,
+        has_producer_id=has_producer_id,
     )
+
+
+def _check_producer_fields(
+    header: BatchHeader, position: int, batches: int, topic_partition: str
+) -> None:
+    """Kafka's ``LogValidator`` rules for a client batch with a producer id."""
+    if header.base_sequence < 0:
+        raise InvalidRecordError(
+            f"Invalid sequence number {header.base_sequence} in record batch with producerId "
+            f"{header.producer_id} in topic partition {topic_partition}"
+        )
+    if batches > 1:
+        raise InvalidRecordError(
+            f"the batch at position {position} has producerId {header.producer_id}: an "
+            f"idempotent produce to {topic_partition} must hold exactly one record batch, not "
+            f"{batches}"
+        )
 
 
 def _target_codec(config: LogConfig) -> Compression | None:

@@ -20,7 +20,7 @@ from compactlog.errors import (
 from compactlog.records import build_batch
 from compactlog.storage.partitioner import partition_for_key
 from compactlog.storage.store import Store
-from tests.conftest import ManualClock
+from tests.conftest import ManualClock, open_files_under
 
 StoreFactory = Callable[..., Store]
 
@@ -264,3 +264,30 @@ def test_unknown_and_bad_configs_are_refused_with_their_name(open_store: StoreFa
     assert store.describe_config("t")["min.cleanable.dirty.ratio"] == "0.5"
     with pytest.raises(ConfigError):
         Store.open(store.path + "-other", config={"log.cleaner.bogus": 1})
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+@pytest.mark.parametrize("shutdown", ["close", "abandon"])
+def test_no_file_stays_open_after_the_store_is_closed_or_abandoned(
+    tmp_path: Path, clock: ManualClock, shutdown: str
+) -> None:
+    """Segments a cleaning replaced wait ``file.delete.delay.ms`` as ``.deleted`` files; closing
+    or abandoning the store must release them too. (Leaked descriptors pile up in a process that
+    opens stores again and again; past 1024, ``select()``-based servers such as py4j's callback
+    server die, which once hung a Spark stream in the test suite.)"""
+    data = tmp_path / "data"
+    store = Store.open(data, clock=clock)
+    store.create_topic(
+        "t", 1, {"cleanup.policy": "compact", "segment.bytes": 1024, "file.delete.delay.ms": 60000}
+    )
+    for i in range(200):
+        store.append("t", 0, [(b"k%d" % (i % 5), b"v" * 20)])
+    store.roll("t", 0)
+    assert store.clean_log("t", 0).cleaned is not None
+    assert any(n.endswith(".deleted") for n in os.listdir(data / "t-0"))
+    assert open_files_under(data)
+    if shutdown == "close":
+        store.close()
+    else:
+        store.abandon()
+    assert open_files_under(data) == []

@@ -725,10 +725,14 @@ class Log:
             self._closed = True
 
     def close_without_flush(self) -> None:
-        """Release file handles only: what a crash would leave, minus the lost process."""
+        """Release file handles only: what a crash would leave, minus the lost process. The
+        segments waiting as ``.deleted`` are released too (their files stay for recovery)."""
         with self.lock:
             for segment in self._segments:
                 segment.close_handles()
+            for pending in self._pending_deletions:
+                if pending.segment is not None:
+                    pending.segment.close_handles()
             self._closed = True
 
     def delete(self) -> None:

@@ -312,12 +312,50 @@ def load_log(
     fs.makedirs(directory)
     now = clock()
     _remove_temporaries_and_complete_swaps(fs, directory, stats)
-    checkpoint_start = log_start_offset
     recovery = 0 if recovery_point is None else recovery_point
     segments = _open_segments(
         fs, directory, config, now, rng, stats, None if had_clean_shutdown else recovery
     )
+    try:
+        return _load_opened(
+            fs,
+            directory,
+            topic,
+            partition,
+            config,
+            clock,
+            segments,
+            stats,
+            rng,
+            now,
+            had_clean_shutdown=had_clean_shutdown,
+            recovery=recovery,
+            checkpoint_start=log_start_offset,
+            producer_id_expiration_ms=producer_id_expiration_ms,
+        )
+    except BaseException:
+        for segment in segments:  # a failed load leaves no file open
+            segment.close_handles()
+        raise
 
+
+def _load_opened(
+    fs: FileSystem,
+    directory: str,
+    topic: str,
+    partition: int,
+    config: LogConfig,
+    clock: Callable[[], int],
+    segments: list[LogSegment],
+    stats: LoadStats,
+    rng: random.Random,
+    now: int,
+    *,
+    had_clean_shutdown: bool,
+    recovery: int,
+    checkpoint_start: int | None,
+    producer_id_expiration_ms: int,
+) -> tuple[Log, LoadStats]:
     if segments and not had_clean_shutdown:
         _recover_unflushed(segments, recovery, stats)
 

@@ -408,6 +408,8 @@ class Store:
                     )
             self._warn_foreign_entries()
         except BaseException:
+            for log in self._logs.values():  # the partitions loaded before the failure
+                log.close_without_flush()
             self._release()
             raise
 

@@ -29,7 +29,7 @@ def test_every_command_is_listed() -> None:
         "topics", "topics create", "topics list", "topics describe", "topics delete",
         "configs", "configs describe", "configs alter",
         "produce", "consume", "dump-log", "log-dirs", "verify",
-        "clean", "cleaner-status", "explain",
+        "clean", "cleaner-status", "explain", "serve",
         "spark", "spark compact", "spark pipeline", "spark report", "spark snapshot",
         "spark workload",
     }  # fmt: skip

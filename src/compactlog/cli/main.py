@@ -31,6 +31,7 @@ from compactlog.cli.common import (
 from compactlog.cli.consume import consume
 from compactlog.cli.files import dump_log, log_dirs, verify
 from compactlog.cli.produce import produce
+from compactlog.cli.serve import serve
 from compactlog.cli.spark import spark_group
 from compactlog.cli.topics import configs, topics
 from compactlog.errors import CompactlogError
@@ -173,7 +174,7 @@ def main(ctx: click.Context, data_dir: str | None, verbose: bool) -> None:
 
 for command in (topics, configs, produce, consume, dump_log, log_dirs, verify):
     main.add_command(command)
-for command in (clean, cleaner_status_command, explain, spark_group):
+for command in (clean, cleaner_status_command, explain, spark_group, serve):
     main.add_command(command)
 
 

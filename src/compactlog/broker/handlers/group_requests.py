@@ -1,0 +1,287 @@
+"""FindCoordinator (10) and the classic group APIs, over the sans-I/O
+:class:`~compactlog.broker.groups.GroupCoordinator`.
+
+The coordinator does the group logic; these handlers only copy fields between the wire format
+and its calls. JoinGroup and SyncGroup may be answered later (when the other members have
+joined, when the leader's assignment arrives, or when a deadline passes): the coordinator returns
+a :class:`~compactlog.broker.delayed.Pending`, which the handler bridges to an asyncio future and
+awaits. Meanwhile other connections are served; this connection's later requests wait, as in
+Kafka. After every call the broker's coordinator timer is re-armed for the next deadline.
+
+* FindCoordinator v0-v1: this node for a group (key type 0) and for a transactional id (type 1,
+  so that a transactional producer gets the clear refusal of InitProducerId rather than retrying
+  a coordinator lookup until it times out); other key types: INVALID_REQUEST. The first lookup
+  of a group loads the coordinator, creating ``__consumer_offsets`` (Kafka creates it on first
+  use too); ListGroups and DescribeGroups before that see no groups.
+* LeaveGroup v0-v1 has one error for its one member: the member's error when the request as a
+  whole succeeded (Kafka's conversion for versions before v3).
+* OffsetCommit v2-v3: a partition of a topic that does not exist is answered
+  UNKNOWN_TOPIC_OR_PARTITION by the handler, as Kafka's request handler does; the others go to the
+  coordinator. OffsetFetch v1 has no top-level error: a group error is put on every partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TypeVar
+
+from compactlog.broker.context import BrokerContext, Peer
+from compactlog.broker.delayed import Pending
+from compactlog.broker.group_api import DescribedGroup, ListedGroup
+from compactlog.broker.groups import GroupState
+from compactlog.errors import CompactlogError
+from compactlog.protocol import Request, Struct, codes
+from compactlog.protocol.messages import (
+    DescribeGroupsResponse,
+    FindCoordinatorResponse,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    ListGroupsResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    SyncGroupResponse,
+)
+
+__all__ = [
+    "handle_describe_groups",
+    "handle_find_coordinator",
+    "handle_heartbeat",
+    "handle_join_group",
+    "handle_leave_group",
+    "handle_list_groups",
+    "handle_offset_commit",
+    "handle_offset_fetch",
+    "handle_sync_group",
+]
+
+logger = logging.getLogger("compactlog.broker")
+
+T = TypeVar("T")
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+
+
+async def _result(ctx: BrokerContext, pending: Pending[T]) -> T:
+    """The response of a possibly delayed JoinGroup or SyncGroup."""
+    ctx.on_group_request()
+    if pending.done:
+        return pending.result()
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def complete(result: T) -> None:
+        if not future.done():
+            future.set_result(result)
+
+    pending.add_done_callback(complete)
+    return await future
+
+
+def _client_host(peer: Peer) -> str:
+    return f"/{peer.host}"  # Java's InetAddress.toString(), as Kafka reports it
+
+
+async def handle_find_coordinator(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    req = request.body
+    if req.key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+        return FindCoordinatorResponse(
+            throttle_time_ms=0, error_code=codes.INVALID_REQUEST,
+            error_message=f"unknown coordinator key type {req.key_type}", node_id=-1, host="",
+            port=-1,
+        )  # fmt: skip
+    if req.key_type == GROUP_KEY_TYPE:
+        try:
+            ctx.coordinator()  # creates __consumer_offsets on first use, as Kafka does
+        except CompactlogError as exc:
+            logger.warning("loading the group coordinator failed: %s", exc)
+            return FindCoordinatorResponse(
+                throttle_time_ms=0, error_code=codes.COORDINATOR_NOT_AVAILABLE,
+                error_message=str(exc), node_id=-1, host="", port=-1,
+            )  # fmt: skip
+    return FindCoordinatorResponse(
+        throttle_time_ms=0, error_code=codes.NONE, error_message=None, node_id=ctx.node_id,
+        host=ctx.host, port=ctx.port,
+    )  # fmt: skip
+
+
+async def handle_join_group(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    req = request.body
+    pending = ctx.coordinator().join_group(
+        req.group_id,
+        req.member_id,
+        req.group_instance_id,
+        peer.client_id,
+        _client_host(peer),
+        req.protocol_type,
+        [(p.name, p.metadata) for p in req.protocols],
+        req.session_timeout_ms,
+        req.rebalance_timeout_ms,
+        require_known_member_id=request.api_version >= 4,
+    )
+    result = await _result(ctx, pending)
+    return JoinGroupResponse(
+        throttle_time_ms=0,
+        error_code=result.error_code,
+        generation_id=result.generation_id,
+        protocol_name=result.protocol_name or "",
+        leader=result.leader,
+        member_id=result.member_id,
+        members=[
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "metadata": m.metadata,
+            }
+            for m in result.members
+        ],
+    )
+
+
+async def handle_sync_group(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    req = request.body
+    pending = ctx.coordinator().sync_group(
+        req.group_id,
+        req.generation_id,
+        req.member_id,
+        [(a.member_id, a.assignment) for a in req.assignments],
+        group_instance_id=req.group_instance_id,
+    )
+    result = await _result(ctx, pending)
+    return SyncGroupResponse(
+        throttle_time_ms=0, error_code=result.error_code, assignment=result.assignment
+    )
+
+
+async def handle_heartbeat(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    req = request.body
+    error = ctx.coordinator().heartbeat(req.group_id, req.generation_id, req.member_id)
+    ctx.on_group_request()
+    return HeartbeatResponse(throttle_time_ms=0, error_code=error)
+
+
+async def handle_leave_group(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    req = request.body
+    result = ctx.coordinator().leave_group(req.group_id, [(req.member_id, None)])
+    ctx.on_group_request()
+    error = result.error_code
+    if error == codes.NONE and result.members:
+        error = result.members[0].error_code
+    return LeaveGroupResponse(throttle_time_ms=0, error_code=error)
+
+
+async def handle_offset_commit(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    req = request.body
+    known = set(ctx.store.topics())
+    offsets = [
+        (t.name, p.partition_index, p.committed_offset, -1, p.committed_metadata)
+        for t in req.topics
+        if t.name in known
+        for p in t.partitions
+    ]
+    results = ctx.coordinator().commit_offsets(
+        req.group_id, req.generation_id_or_member_epoch, req.member_id, req.retention_time_ms,
+        offsets,
+    )  # fmt: skip
+    ctx.on_group_request()
+    errors = {(r.topic, r.partition): r.error_code for r in results}
+    return OffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": errors.get(
+                            (t.name, p.partition_index), codes.UNKNOWN_TOPIC_OR_PARTITION
+                        ),
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    )
+
+
+async def handle_offset_fetch(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    req = request.body
+    wanted = (
+        None
+        if req.topics is None
+        else [(t.name, p) for t in req.topics for p in t.partition_indexes]
+    )
+    result = ctx.coordinator().fetch_offsets(req.group_id, wanted)
+    ctx.on_group_request()
+    top_level = request.api_version >= 2
+    by_topic: dict[str, list[dict[str, object]]] = {}
+    if not top_level and result.error_code != codes.NONE and not result.partitions:
+        for topic, partition in wanted or ():
+            by_topic.setdefault(topic, []).append(
+                {"partition_index": partition, "committed_offset": -1, "metadata": "",
+                 "error_code": result.error_code}
+            )  # fmt: skip
+    for p in result.partitions:
+        error = p.error_code
+        if not top_level and error == codes.NONE:
+            error = result.error_code
+        by_topic.setdefault(p.topic, []).append(
+            {
+                "partition_index": p.partition,
+                "committed_offset": p.offset,
+                "metadata": p.metadata,
+                "error_code": error,
+            }
+        )
+    return OffsetFetchResponse(
+        throttle_time_ms=0,
+        topics=[{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+        error_code=result.error_code,
+    )
+
+
+async def handle_list_groups(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    # Before the first group request there is no __consumer_offsets and so no group.
+    groups: list[ListedGroup] = [] if ctx.groups is None else ctx.groups.list_groups()
+    ctx.on_group_request()
+    return ListGroupsResponse(
+        throttle_time_ms=0,
+        error_code=codes.NONE,
+        groups=[{"group_id": g.group_id, "protocol_type": g.protocol_type} for g in groups],
+    )
+
+
+async def handle_describe_groups(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    names = list(request.body.groups)
+    described = (
+        [DescribedGroup(codes.NONE, name, GroupState.DEAD.value) for name in names]
+        if ctx.groups is None
+        else ctx.groups.describe_groups(names)
+    )
+    ctx.on_group_request()
+    return DescribeGroupsResponse(
+        throttle_time_ms=0,
+        groups=[
+            {
+                "error_code": g.error_code,
+                "group_id": g.group_id,
+                "group_state": g.state,
+                "protocol_type": g.protocol_type,
+                "protocol_data": g.protocol_data,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata,
+                        "member_assignment": m.assignment,
+                    }
+                    for m in g.members
+                ],
+            }
+            for g in described
+        ],
+    )

@@ -1,0 +1,417 @@
+"""The single-node Kafka-protocol broker over a :class:`~compactlog.storage.store.Store`.
+
+Theory of operation
+-------------------
+
+:class:`Broker` owns, for its data directory: the store (opened with its background threads:
+the log cleaner, retention, flushes, checkpoints), the group coordinator on ``__consumer_offsets``
+(:mod:`compactlog.broker.groups`), the listening socket, one :class:`Connection` per client, and
+optionally the metrics endpoint. Everything but the store's own threads runs on one asyncio event
+loop:
+
+* **Connections** are served concurrently; within one, requests are handled one at a time, in
+  order (:mod:`compactlog.broker.connection`). A Fetch long poll or a delayed JoinGroup suspends
+  only its own connection.
+* **The store** is called from the loop thread only, synchronously, by the handlers and the group
+  coordinator. Its calls are short (an append writes to the page cache, a read slices segment
+  files), so moving them to a worker thread would add a hop per request and buy nothing; the
+  price is that a slow disk (an fsync with ``flush.messages=1``) stalls every connection for
+  its duration, as one Kafka request handler thread would stall. Opening (recovery) and closing
+  (flushing) run in a worker thread while nothing else touches the store.
+* **The group coordinator** is sans-I/O: the handlers call it, and a timer task calls its
+  ``tick`` at its next deadline (re-armed after every group request).
+
+Starting: the settings are validated (an unknown name is a ``ConfigError``), the record decoder's
+compiled kernels are loaded, the store is opened and recovered, the cluster id and the
+producer-id block are loaded (:mod:`.node_state`), the coordinator replays
+``__consumer_offsets`` if it exists (otherwise it is created at the first group request, as
+Kafka does), then the listener binds (port 0: an ephemeral port, read back into
+:attr:`Broker.port`). Stopping: the listener closes, every connection stops
+reading and answers what it has read (long polls answer at once, parked group requests get
+NOT_COORDINATOR), connections still busy after :data:`SHUTDOWN_GRACE_S` are cut, and the store is
+closed cleanly (flush, checkpoints, clean-shutdown marker), so the next start recovers nothing.
+
+:class:`BrokerThread` runs a broker on its own event loop in a daemon thread, for tests and for
+programs that are not asyncio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from compactlog.broker.connection import Connection
+from compactlog.broker.context import BrokerContext
+from compactlog.broker.groups import GroupCoordinator
+from compactlog.broker.limits import SHUTDOWN_GRACE_S
+from compactlog.broker.metrics import MetricsServer, render
+from compactlog.broker.node_state import ProducerIdManager, load_cluster_id
+from compactlog.broker.offsets_topic import OFFSETS_TOPIC
+from compactlog.broker.settings import BrokerSettings
+from compactlog.records import Compression, build_batch, decode_columns
+from compactlog.storage.store import Store, system_clock
+
+__all__ = ["DEFAULT_LISTEN", "Broker", "BrokerThread"]
+
+logger = logging.getLogger("compactlog.broker")
+
+T = TypeVar("T")
+
+#: Kafka's default listener, on the loopback interface only.
+DEFAULT_LISTEN = ("127.0.0.1", 9092)
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+#: At most one "too many connections" log line per this many seconds.
+_REJECT_LOG_INTERVAL_S = 1.0
+#: Idle connections are looked for every quarter of connections.max.idle.ms, at most this far
+#: apart, so one is closed at most 25 % (or a second) late.
+_IDLE_CHECK_MAX_INTERVAL_S = 1.0
+
+
+def _load_record_kernels() -> None:
+    """Decode one small compressed batch, so that the record decoder's compiled kernels are
+    loaded now (numba compiles or loads them on first use: about 0.4 s and 100 MB, once per
+    process) rather than in the first Produce, which would stall every connection meanwhile."""
+    batch = build_batch([(b"k", b"v")], timestamps=0, compression=Compression.GZIP)
+    decode_columns(batch, verify_crc=True)
+
+
+class Broker:
+    """A single-node Kafka broker serving ``data_dir``; see the module docstring.
+
+    ``listen``: the address to bind (port 0: any free port). ``advertise``: the address Metadata
+    and FindCoordinator give to clients (default: the bound address; for a wildcard bind, this
+    host's fully qualified name). ``config``: Kafka broker settings by name
+    (:mod:`compactlog.broker.settings`). ``clock``: epoch milliseconds for every time decision of
+    the store and the group coordinator. ``metrics_listen``: where to serve ``GET /metrics``.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        listen: tuple[str, int] = DEFAULT_LISTEN,
+        advertise: tuple[str, int] | None = None,
+        config: Mapping[str, Any] | None = None,
+        clock: Callable[[], int] | None = None,
+        metrics_listen: tuple[str, int] | None = None,
+    ) -> None:
+        self.data_dir = os.fspath(data_dir)
+        self.listen = listen
+        self.advertise = advertise
+        self.config: dict[str, Any] = dict(config or {})
+        self.clock: Callable[[], int] = clock or system_clock
+        self.metrics_listen = metrics_listen
+        #: The bound address (after :meth:`start`).
+        self.host: str = listen[0]
+        self.port: int = listen[1]
+        self.metrics_port: int | None = None
+        self.store: Store | None = None
+        self.settings: BrokerSettings | None = None
+        self.ctx: BrokerContext | None = None
+        self._server: asyncio.Server | None = None
+        self._metrics_server: MetricsServer | None = None
+        self._connections: dict[Connection, asyncio.Task[Any]] = {}
+        self._group_timer: asyncio.Task[None] | None = None
+        self._idle_check: asyncio.Task[None] | None = None
+        self._group_wakeup: asyncio.Event | None = None
+        self._stopped: asyncio.Event | None = None
+        self._state = "new"  # new -> starting -> running -> stopping -> stopped
+        self._last_reject_log = 0.0
+        self._rejected_since_log = 0
+
+    @property
+    def running(self) -> bool:
+        return self._state == "running"
+
+    @property
+    def groups(self) -> GroupCoordinator | None:
+        """The group coordinator, once loaded (at start when ``__consumer_offsets`` exists,
+        else at the first group request)."""
+        return None if self.ctx is None else self.ctx.groups
+
+    # --- start ----------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Validate the settings, open the store (and its cleaner), load the coordinator, bind."""
+        if self._state != "new":
+            raise RuntimeError(f"the broker is {self._state}; a Broker starts once")
+        self._state = "starting"
+        try:
+            settings = BrokerSettings.from_mapping(self.config)
+            self.settings = settings
+            self.store = await asyncio.to_thread(self._open_store, settings)
+            await self._start_serving(self.store, settings)
+        except BaseException:
+            self._state = "stopped"
+            await self._release()
+            raise
+        self._state = "running"
+
+    def _open_store(self, settings: BrokerSettings) -> Store:
+        _load_record_kernels()
+        return Store.open(self.data_dir, self.clock, dict(settings.store_config), background=True)
+
+    async def _start_serving(self, store: Store, settings: BrokerSettings) -> None:
+        cluster_id = load_cluster_id(store)
+        producer_ids = ProducerIdManager.load(store)
+        self._stopped = asyncio.Event()
+        self._group_wakeup = asyncio.Event()
+        ctx = BrokerContext(
+            store=store,
+            settings=settings,
+            cluster_id=cluster_id,
+            host=self.listen[0],
+            port=self.listen[1],
+            producer_ids=producer_ids,
+            clock=self.clock,
+            load_groups=self._load_groups,
+            on_group_request=self._group_wakeup.set,
+        )
+        self.ctx = ctx
+        if OFFSETS_TOPIC in store.topics():
+            ctx.coordinator()  # groups and their members' sessions resume at once
+        self._idle_check = asyncio.create_task(self._run_idle_check(settings))
+        host, port = self.listen
+        self._server = await asyncio.start_server(
+            self._accept, host or None, port, reuse_address=True
+        )
+        bound = self._server.sockets[0].getsockname()
+        self.host, self.port = str(bound[0]), int(bound[1])
+        ctx.host, ctx.port = self._advertised()
+        if self.metrics_listen is not None:
+            self._metrics_server = MetricsServer(lambda: render(ctx.metrics, store))
+            await self._metrics_server.start(*self.metrics_listen)
+            self.metrics_port = self._metrics_server.port
+        logger.info(
+            "listening on %s:%d (advertised as %s:%d), data directory %s, cluster id %s%s",
+            self.host, self.port, ctx.host, ctx.port, store.path, cluster_id,
+            "" if self.metrics_port is None else f", metrics on port {self.metrics_port}",
+        )  # fmt: skip
+
+    def _load_groups(self) -> GroupCoordinator:
+        """Load the group coordinator (creating ``__consumer_offsets`` when missing) and start
+        its timer."""
+        assert self.store is not None and self.settings is not None
+        created = OFFSETS_TOPIC not in self.store.topics()
+        groups = GroupCoordinator.load(self.store, self.settings.groups, self.clock)
+        if created:
+            logger.info("created %s with %d partition(s)", OFFSETS_TOPIC, groups.partitions)
+        self._group_timer = asyncio.get_running_loop().create_task(self._run_group_timer(groups))
+        return groups
+
+    def _advertised(self) -> tuple[str, int]:
+        if self.advertise is not None:
+            host, port = self.advertise
+            return host, port or self.port
+        host = self.listen[0]
+        if host in _WILDCARD_HOSTS:
+            host = socket.getfqdn()  # Kafka's default: the canonical host name
+        return host, self.port
+
+    # --- serving --------------------------------------------------------------------------------
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        ctx = self.ctx
+        if ctx is None or self._state != "running":
+            writer.close()
+            return
+        limit = ctx.settings.limits.max_connections
+        if len(self._connections) >= limit:
+            ctx.metrics.connections_rejected += 1
+            self._log_rejection(writer, limit)
+            writer.close()
+            return
+        connection = Connection(ctx, reader, writer)
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections[connection] = task
+        try:
+            await connection.run()
+        finally:
+            self._connections.pop(connection, None)
+
+    def _log_rejection(self, writer: asyncio.StreamWriter, limit: int) -> None:
+        self._rejected_since_log += 1
+        now = time.monotonic()
+        if now - self._last_reject_log >= _REJECT_LOG_INTERVAL_S:
+            logger.warning(
+                "refused %d connection(s) (the last from %s): max.connections=%d are open",
+                self._rejected_since_log, writer.get_extra_info("peername"), limit,
+            )  # fmt: skip
+            self._last_reject_log = now
+            self._rejected_since_log = 0
+
+    async def _run_idle_check(self, settings: BrokerSettings) -> None:
+        """Close connections idle for ``connections.max.idle.ms`` (Kafka's selector checks its
+        connections the same way, rather than timing every read)."""
+        idle_s = settings.limits.connections_max_idle_ms / 1000
+        interval = min(max(idle_s / 4, 0.01), _IDLE_CHECK_MAX_INTERVAL_S)
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for connection in list(self._connections):
+                connection.close_if_idle(now)
+
+    async def _run_group_timer(self, groups: GroupCoordinator) -> None:
+        """Call the coordinator's ``tick`` at its next deadline (delayed joins, expiries)."""
+        wakeup = self._group_wakeup
+        assert wakeup is not None
+        while True:
+            wakeup.clear()
+            deadline = groups.next_deadline()
+            timeout = None if deadline is None else max(0.001, (deadline - self.clock()) / 1000)
+            try:
+                await asyncio.wait_for(wakeup.wait(), timeout)
+                continue  # a request may have moved the next deadline
+            except TimeoutError:
+                pass
+            try:
+                groups.tick()
+            except Exception:
+                logger.exception("the group coordinator's timer failed")
+
+    async def serve_forever(self) -> None:
+        """Start (if not started) and serve until :meth:`stop` has finished."""
+        if self._state == "new":
+            await self.start()
+        if self._stopped is not None:
+            await self._stopped.wait()
+
+    # --- stop -----------------------------------------------------------------------------------
+    async def stop(self) -> None:
+        """Stop accepting, answer the requests already read, close the store cleanly."""
+        if self._state != "running":
+            return
+        self._state = "stopping"
+        ctx = self.ctx
+        assert ctx is not None
+        ctx.stopping = True
+        if self._server is not None:
+            self._server.close()
+        for connection in list(self._connections):
+            connection.stop_reading()
+        ctx.waiters.wake_all()
+        if ctx.groups is not None:
+            ctx.groups.shutdown()  # parked JoinGroup/SyncGroup answer NOT_COORDINATOR
+        tasks = list(self._connections.values())
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_S)
+            for task in late:
+                task.cancel()
+            if late:
+                logger.warning("cut %d connection(s) still busy at shutdown", len(late))
+                await asyncio.wait(late)
+        await self._release()
+        self._state = "stopped"
+        logger.info("stopped; the data directory %s was closed cleanly", self.data_dir)
+        if self._stopped is not None:
+            self._stopped.set()
+
+    async def _release(self) -> None:
+        """Close whatever was opened, in reverse order (also after a failed start)."""
+        for task in (self._group_timer, self._idle_check):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._group_timer = self._idle_check = None
+        if self._metrics_server is not None:
+            await self._metrics_server.stop()
+            self._metrics_server = None
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+            self._server = None
+        if self.store is not None:
+            # Kept (closed) after the stop: its path and figures stay readable.
+            await asyncio.to_thread(self.store.close)
+
+
+class BrokerThread:
+    """A :class:`Broker` on its own event loop in a daemon thread.
+
+    ``with BrokerThread(data_dir) as b: ... b.bootstrap ...``. ``broker_kwargs`` are
+    :class:`Broker`'s, except that ``listen`` defaults to ``("127.0.0.1", 0)``: an embedded or
+    test broker takes a free port rather than Kafka's 9092.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike[str], **broker_kwargs: Any) -> None:
+        broker_kwargs.setdefault("listen", ("127.0.0.1", 0))
+        self.broker = Broker(data_dir, **broker_kwargs)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def port(self) -> int:
+        return self.broker.port
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` for a client's ``bootstrap.servers``."""
+        host = self.broker.host
+        if host in _WILDCARD_HOSTS:
+            host = "127.0.0.1"
+        return f"{host}:{self.broker.port}"
+
+    def start(self) -> BrokerThread:
+        """Start the broker; returns once it listens (or raises why it could not start)."""
+        if self._thread is not None:
+            raise RuntimeError("a BrokerThread starts once")
+        self._thread = threading.Thread(target=self._run, name="compactlog-broker", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            self._thread.join()
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            try:
+                loop.run_until_complete(self.broker.start())
+            except BaseException as exc:
+                self._error = exc
+                return
+            finally:
+                self._ready.set()
+            loop.run_until_complete(self.broker.serve_forever())
+        finally:
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    def call(self, fn: Callable[[], T], timeout: float = 60.0) -> T:
+        """Run ``fn()`` on the broker's event loop (where the store may be used) and return its
+        result: how a test touches the store of a running broker."""
+        loop = self._loop
+        if loop is None or self._thread is None or not self._thread.is_alive():
+            raise RuntimeError("the broker is not running")
+
+        async def run() -> T:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), loop).result(timeout)
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop the broker (cleanly, see :meth:`Broker.stop`) and its thread."""
+        thread, loop = self._thread, self._loop
+        if thread is None or loop is None or not thread.is_alive():
+            return
+        asyncio.run_coroutine_threadsafe(self.broker.stop(), loop).result(timeout)
+        thread.join(timeout)
+
+    def __enter__(self) -> BrokerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,223 @@
+"""The broker's settings: one mapping of Kafka broker config names, split among its three owners.
+
+``Broker(config={...})`` (and ``compactlog serve --config NAME=VALUE``) takes one flat mapping.
+Each name belongs to exactly one of:
+
+* the **store**: every name of :data:`compactlog.storage.config.BROKER_CONFIGS`
+  (``message.max.bytes``, ``log.cleaner.*``, ``log.retention.*``, ``log.segment.bytes``, ...),
+  validated by :meth:`BrokerConfig.from_dict`;
+* the **group coordinator**: :data:`GROUP_SETTINGS` (``group.*``, ``offsets.*``,
+  ``offset.metadata.max.bytes``), read by :meth:`GroupCoordinatorConfig.from_properties`;
+* the **broker** itself: :data:`BROKER_SETTINGS` (auto-creation, partitions of auto-created
+  topics, and the limits of :mod:`compactlog.broker.limits`).
+
+A name in none of them is a :class:`~compactlog.errors.ConfigError` naming it, raised when the
+broker starts, before anything is bound or opened. Values may be Kafka's strings (``"true"``,
+``"1048588"``) or Python values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final
+
+from compactlog.broker.group_api import GroupCoordinatorConfig
+from compactlog.broker.limits import (
+    DEFAULT_CONNECTIONS_MAX_IDLE_MS,
+    DEFAULT_FETCH_MAX_BYTES,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_IN_FLIGHT_REQUESTS,
+    DEFAULT_SOCKET_REQUEST_MAX_BYTES,
+    Limits,
+)
+from compactlog.errors import ConfigError
+from compactlog.storage.config import (
+    BROKER_CONFIGS,
+    INT_MAX,
+    BrokerConfig,
+    ConfigDef,
+    ConfigSource,
+    ConfigValue,
+    Range,
+    RawValue,
+    at_least,
+    parse_value,
+    render_value,
+)
+
+__all__ = ["BROKER_SETTINGS", "GROUP_SETTINGS", "BrokerSettings", "DescribedSetting"]
+
+_DEFAULT_GROUPS = GroupCoordinatorConfig()
+
+_BROKER_DEFS: Final = (
+    ConfigDef("auto.create.topics.enable", "boolean", True,
+              "Create a topic that a Metadata request names when it does not exist and the "
+              "request allows it (producers do); Kafka's default is true."),
+    ConfigDef("num.partitions", "int", 1,
+              "Partitions of an auto-created topic.", at_least(1)),
+    ConfigDef("socket.request.max.bytes", "int", DEFAULT_SOCKET_REQUEST_MAX_BYTES,
+              "The largest request frame; a larger size prefix closes the connection before "
+              "the body is read.", at_least(1)),
+    ConfigDef("max.connections", "int", DEFAULT_MAX_CONNECTIONS,
+              "Concurrent client connections; one more is closed as soon as it is accepted.",
+              at_least(0)),
+    ConfigDef("connections.max.idle.ms", "long", DEFAULT_CONNECTIONS_MAX_IDLE_MS,
+              "A connection with no traffic and no request in progress for this long is "
+              "closed.", at_least(1)),
+    ConfigDef("compactlog.max.in.flight.requests.per.connection", "int",
+              DEFAULT_MAX_IN_FLIGHT_REQUESTS,
+              "Requests of one connection read ahead of their answers; beyond it the socket is "
+              "not read until an answer is sent.", Range(1, 1000)),
+    ConfigDef("fetch.max.bytes", "int", DEFAULT_FETCH_MAX_BYTES,
+              "The most one Fetch response carries (beyond its first batch, which is always "
+              "returned whole).", at_least(1024)),
+)  # fmt: skip
+
+#: The broker's own settings (not the store's, not the group coordinator's), by name.
+BROKER_SETTINGS: Final[Mapping[str, ConfigDef]] = MappingProxyType(
+    {d.name: d for d in _BROKER_DEFS}
+)
+
+_GROUP_DEFS: Final = (
+    ("group.min.session.timeout.ms", _DEFAULT_GROUPS.group_min_session_timeout_ms,
+     "The shortest session timeout a member may ask for."),
+    ("group.max.session.timeout.ms", _DEFAULT_GROUPS.group_max_session_timeout_ms,
+     "The longest session timeout a member may ask for."),
+    ("group.initial.rebalance.delay.ms", _DEFAULT_GROUPS.group_initial_rebalance_delay_ms,
+     "How long a new group waits for more members before its first rebalance completes."),
+    ("group.max.size", _DEFAULT_GROUPS.group_max_size, "The most members a group may have."),
+    ("offset.metadata.max.bytes", _DEFAULT_GROUPS.offset_metadata_max_bytes,
+     "The longest metadata string an offset commit may carry."),
+    ("offsets.retention.minutes", _DEFAULT_GROUPS.offsets_retention_minutes,
+     "How long the committed offsets of an empty group are kept."),
+    ("offsets.retention.check.interval.ms",
+     _DEFAULT_GROUPS.offsets_retention_check_interval_ms,
+     "How often expired offsets are looked for."),
+    ("offsets.topic.num.partitions", _DEFAULT_GROUPS.offsets_topic_num_partitions,
+     "Partitions of __consumer_offsets (used only when it is created)."),
+    ("offsets.topic.segment.bytes", _DEFAULT_GROUPS.offsets_topic_segment_bytes,
+     "segment.bytes of __consumer_offsets (used only when it is created)."),
+)  # fmt: skip
+
+#: The group coordinator's settings, by Kafka's names.
+GROUP_SETTINGS: Final[Mapping[str, ConfigDef]] = MappingProxyType(
+    {
+        name: ConfigDef(name, "int", default, doc, Range(0, INT_MAX))
+        for name, default, doc in _GROUP_DEFS
+    }
+)
+
+
+@dataclass(frozen=True)
+class DescribedSetting:
+    """One broker setting as DescribeConfigs reports it for the broker resource."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    documentation: str
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    """The validated settings of one broker; build with :meth:`from_mapping`."""
+
+    #: What the store is opened with (names of ``BROKER_CONFIGS``), as given.
+    store_config: Mapping[str, RawValue]
+    store: BrokerConfig
+    groups: GroupCoordinatorConfig
+    limits: Limits
+    auto_create_topics_enable: bool
+    num_partitions: int
+    _values: Mapping[str, ConfigValue]
+    _explicit: frozenset[str]
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any] | None = None) -> BrokerSettings:
+        """Sort ``config`` to its owners and validate every value; :class:`ConfigError` names
+        the first unknown name or bad value."""
+        config = dict(config or {})
+        store_config: dict[str, RawValue] = {}
+        group_values: dict[str, int] = {}
+        values: dict[str, ConfigValue] = {}
+        for name, raw in config.items():
+            if not isinstance(name, str):
+                raise ConfigError(f"a config name must be a string, not {name!r}")
+            if name in BROKER_CONFIGS:
+                store_config[name] = raw
+            elif name in GROUP_SETTINGS:
+                value = parse_value(GROUP_SETTINGS[name], raw)
+                assert isinstance(value, int)
+                group_values[name] = value
+            elif name in BROKER_SETTINGS:
+                values[name] = parse_value(BROKER_SETTINGS[name], raw)
+            else:
+                raise ConfigError(
+                    f"Unknown broker config name: {name} (the broker takes Kafka's broker "
+                    "settings: its own, the store's such as message.max.bytes and "
+                    "log.cleaner.*, and the group coordinator's group.* and offsets.*)"
+                )
+        store = BrokerConfig.from_dict(store_config)
+        groups = GroupCoordinatorConfig.from_properties(group_values)
+        explicit = frozenset(values)
+        for name, definition in BROKER_SETTINGS.items():
+            if name not in values:
+                assert definition.default is not None
+                values[name] = definition.default
+
+        def number(name: str) -> int:
+            value = values[name]
+            assert isinstance(value, int)
+            return value
+
+        limits = Limits(
+            socket_request_max_bytes=number("socket.request.max.bytes"),
+            max_connections=number("max.connections"),
+            connections_max_idle_ms=number("connections.max.idle.ms"),
+            max_in_flight_requests=number("compactlog.max.in.flight.requests.per.connection"),
+            fetch_max_bytes=number("fetch.max.bytes"),
+        )
+        return cls(
+            store_config=MappingProxyType(store_config),
+            store=store,
+            groups=groups,
+            limits=limits,
+            auto_create_topics_enable=bool(values["auto.create.topics.enable"]),
+            num_partitions=number("num.partitions"),
+            _values=MappingProxyType(values),
+            _explicit=explicit | frozenset(group_values),
+        )
+
+    def describe(self) -> list[DescribedSetting]:
+        """Every setting of the broker, store and coordinator with its value and whether it
+        was set (STATIC_BROKER_CONFIG) or left at its default (DEFAULT_CONFIG), by name."""
+        rows: list[DescribedSetting] = []
+        for name, definition in BROKER_CONFIGS.items():
+            if definition.internal:
+                continue
+            value = self.store.get(name)
+            source = (
+                ConfigSource.STATIC_BROKER_CONFIG
+                if self.store.is_set(name)
+                else ConfigSource.DEFAULT_CONFIG
+            )
+            rendered = None if value is None else render_value(definition.type, value)
+            rows.append(DescribedSetting(name, rendered, source, definition.doc))
+        for name, definition in BROKER_SETTINGS.items():
+            rows.append(self._row(definition, self._values[name]))
+        for name, definition in GROUP_SETTINGS.items():
+            field = name.replace(".", "_")
+            rows.append(self._row(definition, getattr(self.groups, field)))
+        return sorted(rows, key=lambda row: row.name)
+
+    def _row(self, definition: ConfigDef, value: ConfigValue) -> DescribedSetting:
+        source = (
+            ConfigSource.STATIC_BROKER_CONFIG
+            if definition.name in self._explicit
+            else ConfigSource.DEFAULT_CONFIG
+        )
+        return DescribedSetting(
+            definition.name, render_value(definition.type, value), source, definition.doc
+        )

@@ -1,0 +1,167 @@
+"""``serve``: run the Kafka-protocol broker over the data directory (``kafka-server-start``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import resource
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import click
+
+from compactlog.cli.common import EXIT_USAGE, CliError, library_error, state
+from compactlog.errors import ConfigError
+from compactlog.storage.config import parse_config_assignments
+
+if TYPE_CHECKING:
+    from compactlog.broker.server import Broker
+
+logger = logging.getLogger("compactlog.broker")
+
+#: Kafka's default listener (``compactlog.broker.server.DEFAULT_LISTEN``; the broker is imported
+#: only when ``serve`` runs, so that the other commands start without it).
+DEFAULT_LISTEN = "127.0.0.1:9092"
+
+_BIND_ERRORS = (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES)
+
+
+def _address(value: str | None, option: str) -> tuple[str, int] | None:
+    """``HOST:PORT`` (``[::1]:9092`` for IPv6; an empty host binds every interface)."""
+    if value is None:
+        return None
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise click.BadParameter(f"{value!r}: expected HOST:PORT", param_hint=option)
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port_text)
+
+
+def _raise_open_files_limit() -> None:
+    """Raise the soft limit of open files to the hard limit, as the JVM does for Kafka: every
+    connection and every segment file takes a descriptor."""
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+@contextlib.contextmanager
+def _broker_log(verbose: bool) -> Iterator[None]:
+    """The broker's log lines (listening, refused connections, created topics, stopping) on
+    stderr with a timestamp, at INFO (DEBUG with --verbose)."""
+    broker_logger = logging.getLogger("compactlog.broker")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    saved = broker_logger.level, broker_logger.propagate
+    broker_logger.addHandler(handler)
+    broker_logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+    broker_logger.propagate = False
+    try:
+        yield
+    finally:
+        broker_logger.removeHandler(handler)
+        broker_logger.setLevel(saved[0])
+        broker_logger.propagate = saved[1]
+
+
+async def _serve(broker: Broker) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        try:
+            await broker.start()
+        except OSError as exc:
+            if exc.errno in _BIND_ERRORS:
+                host, port = broker.listen
+                raise CliError(
+                    f"cannot listen on {host}:{port}: {exc.strerror} (choose another --listen)",
+                    EXIT_USAGE,
+                ) from exc
+            raise
+        await stop.wait()
+        logger.info("stopping on a signal")
+        await broker.stop()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+@click.command()
+@click.option(
+    "--listen",
+    metavar="HOST:PORT",
+    default=DEFAULT_LISTEN,
+    show_default=True,
+    help="Address to accept clients on (port 0: any free port; an empty HOST: every interface).",
+)
+@click.option(
+    "--advertise",
+    metavar="HOST:PORT",
+    help="Address clients are told to connect to (Kafka's advertised.listeners). Default: the "
+    "listening address.",
+)
+@click.option(
+    "--metrics",
+    "metrics",
+    metavar="HOST:PORT",
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics.",
+)
+@click.option(
+    "--config",
+    "configs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A broker setting by Kafka's name (message.max.bytes, auto.create.topics.enable, "
+    "log.cleaner.threads, group.initial.rebalance.delay.ms, ...); repeatable.",
+)
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    listen: str,
+    advertise: str | None,
+    metrics: str | None,
+    configs: Sequence[str],
+) -> None:
+    """Run a single-node Kafka broker over the data directory, with the log cleaner.
+
+    Kafka clients (kafka-python, confluent-kafka, aiokafka, kcat, the Java client) produce,
+    consume, join groups and run admin calls against it. Settings use Kafka's broker config
+    names; an unknown name is refused. SIGINT or SIGTERM stops it cleanly: requests already
+    read are answered and the data directory is closed, so the next start recovers nothing.
+
+    \b
+    Example:
+      compactlog --data-dir /var/lib/compactlog serve --listen 0.0.0.0:9092 \\
+          --advertise broker1.example.com:9092 --metrics 127.0.0.1:9308 \\
+          --config log.cleaner.threads=2 --config auto.create.topics.enable=false
+
+    Exit codes: 0 stopped by a signal, 2 bad option or setting, or the address is in use,
+    3 storage error (a data directory locked by another process, damaged files).
+    """
+    from compactlog.broker.server import Broker  # noqa: PLC0415 - see DEFAULT_LISTEN
+
+    data_dir = state(ctx).require_data_dir()
+    listen_address = _address(listen, "--listen")
+    assert listen_address is not None
+    try:
+        config = parse_config_assignments(configs)
+    except ConfigError as exc:
+        raise library_error(exc) from exc
+    broker = Broker(
+        data_dir,
+        listen=listen_address,
+        advertise=_address(advertise, "--advertise"),
+        config=config,
+        metrics_listen=_address(metrics, "--metrics"),
+    )
+    _raise_open_files_limit()
+    with _broker_log(state(ctx).verbose):
+        asyncio.run(_serve(broker))

@@ -316,8 +316,60 @@ def load_log(
     segments = _open_segments(
         fs, directory, config, now, rng, stats, None if had_clean_shutdown else recovery
     )
+    opened = segments
     try:
-        return _load_opened(
+        if segments and not had_clean_shutdown:
+            _recover_unflushed(segments, recovery, stats)
+
+        data_lost = (
+            bool(segments)
+            and log_start_offset is not None
+            and segments[-1].read_next_offset() < log_start_offset
+        )
+        producer_state = ProducerStateManager(
+            fs,
+            directory,
+            f"{topic}-{partition}",
+            producer_id_expiration_ms=producer_id_expiration_ms,
+        )
+        if data_lost:
+            logger.warning(
+                "%s: data ends below the checkpointed log start offset %s; deleting all segments",
+                directory,
+                log_start_offset,
+            )
+            for segment in segments:
+                segment.delete_files()
+                stats.segments_deleted += 1
+            segments = []
+            producer_state.load_snapshots()
+            producer_state.truncate_fully_and_start_at(log_start_offset or 0)
+        if not segments:
+            base = log_start_offset or 0
+            jitter = draw_roll_jitter(config.segment_jitter_ms, config.segment_ms, rng)
+            segments = [
+                LogSegment(
+                    fs, directory, base, segment_settings(config), now_ms=now, roll_jitter_ms=jitter
+                )
+            ]
+        next_offset = segments[-1].read_next_offset()
+        start = max(log_start_offset or 0, segments[0].base_offset)
+        start = min(start, next_offset)
+        recovered_point = next_offset if had_clean_shutdown else min(recovery, next_offset)
+        producer_state.remove_stray_snapshots(s.base_offset for s in segments)
+        rebuild_producer_state(
+            producer_state,
+            segments,
+            start,
+            next_offset,
+            now,
+            reload_from_clean_shutdown=had_clean_shutdown,
+        )
+        for segment in segments[:-1]:
+            segment.on_become_inactive()
+            segment.release_index_handles()
+        segments[-1].make_active()
+        log = Log(
             fs,
             directory,
             topic,
@@ -325,102 +377,16 @@ def load_log(
             config,
             clock,
             segments,
-            stats,
-            rng,
-            now,
-            had_clean_shutdown=had_clean_shutdown,
-            recovery=recovery,
-            checkpoint_start=log_start_offset,
-            producer_id_expiration_ms=producer_id_expiration_ms,
+            log_start_offset=start,
+            recovery_point=recovered_point,
+            rng=rng,
+            producer_state=producer_state,
         )
+        return log, stats
     except BaseException:
-        for segment in segments:  # a failed load leaves no file open
+        for segment in opened:  # a failed load leaves no file open
             segment.close_handles()
         raise
-
-
-def _load_opened(
-    fs: FileSystem,
-    directory: str,
-    topic: str,
-    partition: int,
-    config: LogConfig,
-    clock: Callable[[], int],
-    segments: list[LogSegment],
-    stats: LoadStats,
-    rng: random.Random,
-    now: int,
-    *,
-    had_clean_shutdown: bool,
-    recovery: int,
-    checkpoint_start: int | None,
-    producer_id_expiration_ms: int,
-) -> tuple[Log, LoadStats]:
-    if segments and not had_clean_shutdown:
-        _recover_unflushed(segments, recovery, stats)
-
-    data_lost = (
-        bool(segments)
-        and checkpoint_start is not None
-        and segments[-1].read_next_offset() < checkpoint_start
-    )
-    producer_state = ProducerStateManager(
-        fs,
-        directory,
-        f"{topic}-{partition}",
-        producer_id_expiration_ms=producer_id_expiration_ms,
-    )
-    if data_lost:
-        logger.warning(
-            "%s: data ends below the checkpointed log start offset %s; deleting all segments",
-            directory,
-            checkpoint_start,
-        )
-        for segment in segments:
-            segment.delete_files()
-            stats.segments_deleted += 1
-        segments = []
-        producer_state.load_snapshots()
-        producer_state.truncate_fully_and_start_at(checkpoint_start or 0)
-    if not segments:
-        base = checkpoint_start or 0
-        jitter = draw_roll_jitter(config.segment_jitter_ms, config.segment_ms, rng)
-        segments = [
-            LogSegment(
-                fs, directory, base, segment_settings(config), now_ms=now, roll_jitter_ms=jitter
-            )
-        ]
-    next_offset = segments[-1].read_next_offset()
-    start = max(checkpoint_start or 0, segments[0].base_offset)
-    start = min(start, next_offset)
-    recovered_point = next_offset if had_clean_shutdown else min(recovery, next_offset)
-    producer_state.remove_stray_snapshots(s.base_offset for s in segments)
-    rebuild_producer_state(
-        producer_state,
-        segments,
-        start,
-        next_offset,
-        now,
-        reload_from_clean_shutdown=had_clean_shutdown,
-    )
-    for segment in segments[:-1]:
-        segment.on_become_inactive()
-        segment.release_index_handles()
-    segments[-1].make_active()
-    log = Log(
-        fs,
-        directory,
-        topic,
-        partition,
-        config,
-        clock,
-        segments,
-        log_start_offset=start,
-        recovery_point=recovered_point,
-        rng=rng,
-        producer_state=producer_state,
-    )
-    return log, stats
 
 
 def _recover_unflushed(segments: list[LogSegment], recovery_point: int, stats: LoadStats) -> None:

@@ -275,6 +275,31 @@ def test_raw_appends_are_validated(open_store: StoreFactory) -> None:
     assert store.log_end_offset("t", 0) == 1
 
 
+@pytest.mark.parametrize("compression", [0, 1, 4])
+@pytest.mark.parametrize("deltas", [[1, 0], [0, 0], [0, 2], [-1, 1]])
+def test_a_client_batch_must_have_offset_deltas_0_to_n_minus_1(
+    open_store: StoreFactory, compression: int, deltas: list[int]
+) -> None:
+    # R16: records out of order (or skipping an offset) would make consumers see offsets go
+    # backwards or land on another record's offset.
+    store = open_store()
+    store.create_topic("t", 1)
+    store.append("t", 0, [(b"k", b"v")])
+    size = store.segments("t", 0)[0].size
+    bad = build_batch(
+        [(b"a", b"1"), (b"b", b"2")],
+        timestamps=0,
+        compression=compression,
+        offset_deltas=deltas,
+        last_offset_delta=1,
+    )
+    with pytest.raises(InvalidRecordError, match="offset delta") as info:
+        store.append_batch("t", 0, bad)
+    assert info.value.error_code == 87
+    assert store.log_end_offset("t", 0) == 1
+    assert store.segments("t", 0)[0].size == size
+
+
 def test_offsets_are_assigned_and_leader_epoch_stamped(open_store: StoreFactory) -> None:
     store = open_store()
     store.create_topic("t", 1)

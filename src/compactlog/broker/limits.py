@@ -13,9 +13,9 @@ setting                                           default         enforced by
                                                                   connection before the body is read
 ``message.max.bytes`` (topic: max.message.bytes)  1048588         the store: a larger batch gets
                                                   (1 MiB + 12)    MESSAGE_TOO_LARGE (10)
-decompressed size of one append                   2 x max.        the store's decompression guard:
+decompressed size of one batch                    2 x max.        the store's decompression guard:
                                                   message.bytes   a larger expansion is
-                                                  + 16 MiB        CORRUPT_MESSAGE, nothing appended
+                                                  + 8 MiB         CORRUPT_MESSAGE, nothing appended
 ``max.connections``                               1000            accept: one more is closed at once
 ``connections.max.idle.ms``                       600000 (10 min) each connection: no byte in or out
                                                                   for that long (and no request in
@@ -38,9 +38,11 @@ Why these values:
   store (:data:`compactlog.storage.config.DEFAULT_MAX_MESSAGE_BYTES`) because it is also the
   default of the topic config ``max.message.bytes``.
 * Decompressed size: a 1 KiB gzip or zstd payload can claim a gigabyte. The store decodes every
-  batch of a compacted topic (for the null-key check) with the guard of
-  :func:`compactlog.storage.validator.max_decompressed_bytes`, so the peak memory of one append
-  is predictable: twice the batch limit leaves room for honest, highly compressible batches.
+  client batch (CRC, keys, offset deltas) with the guard of
+  :func:`compactlog.storage.validator.max_decompressed_bytes`, which stops inflating one byte past
+  the cap, so a refused bomb costs the broker at most ``2 x message.max.bytes + 16 MiB`` (the
+  cap, the request, and the decoder's working memory; measured by the R17 test). Twice the batch
+  limit leaves room for honest, highly compressible batches.
 * ``max.connections``: Kafka's default is unlimited (2147483647). Every connection costs a file
   descriptor and up to ``in-flight x socket.request.max.bytes`` of buffers, and the store needs
   descriptors of its own for segment and index files; a bound well under the usual hard limit of

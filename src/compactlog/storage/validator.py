@@ -7,6 +7,9 @@ batch is refused as a whole, leaving the log untouched, when:
 * its CRC or framing is wrong -> ``CORRUPT_MESSAGE`` (2);
 * it is a control batch sent by a client, or a record has a null key on a topic whose
   ``cleanup.policy`` contains ``compact`` -> ``INVALID_RECORD`` (87), with Kafka's message;
+* a client's records do not carry the offset deltas 0, 1, ..., n-1 -> ``INVALID_RECORD`` (87).
+  Kafka checks this for compressed batches only; an uncompressed batch with deltas out of order
+  would make its consumers see offsets go backwards, so compactlog refuses both;
 * a client's batch has a producer id but no sequence, or an append of several batches holds one
   with a producer id (Kafka takes exactly one batch per produce) -> ``INVALID_RECORD`` (87);
 * a client's batch is transactional -> ``INVALID_REQUEST`` (42): compactlog has no transaction
@@ -26,6 +29,8 @@ other than the batch's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from compactlog.errors import (
     CorruptRecordError,
@@ -54,10 +59,13 @@ from compactlog.storage.config import LogConfig
 # The leader epoch a single-node leader stamps into every batch (Kafka's first epoch is 0).
 LEADER_EPOCH = 0
 
-# Decompressed bytes one append may expand to. Bounds memory against decompression bombs: a
-# 1 KiB gzip or zstd payload can claim a gigabyte. Twice max.message.bytes plus 16 MiB leaves
-# room for honest, highly compressible batches while keeping the peak predictable.
-DECOMPRESSION_HEADROOM = 16 * 1024 * 1024
+# Decompressed bytes one batch may expand to. Bounds memory against decompression bombs: a
+# 1 KiB gzip or zstd payload can claim a gigabyte. The promise (spec R17) is a peak of at most
+# 2 x max.message.bytes + 16 MiB for an append that is refused as a bomb; the decompressed
+# output is capped 8 MiB below that, which leaves the request's own bytes and the decoder's
+# working memory inside the promise. Twice max.message.bytes leaves room for honest, highly
+# compressible batches.
+DECOMPRESSION_HEADROOM = 8 * 1024 * 1024
 
 
 def max_decompressed_bytes(config: LogConfig) -> int:
@@ -167,6 +175,8 @@ def validate_and_assign(
             )
         if columns is not None:
             _check_records(columns, index, config, topic_partition, now_ms, log_append, header)
+            if from_client:
+                _check_offset_deltas(columns, index, header, position, topic_partition)
         elif not log_append:
             _check_timestamp(header.max_timestamp, config, topic_partition, now_ms)
         base = offset
@@ -267,6 +277,24 @@ def _check_records(
         if len(timestamps):
             _check_timestamp(int(timestamps.min()), config, topic_partition, now_ms)
             _check_timestamp(int(timestamps.max()), config, topic_partition, now_ms)
+
+
+def _check_offset_deltas(
+    columns: RecordColumns,
+    batch_index: int,
+    header: BatchHeader,
+    position: int,
+    topic_partition: str,
+) -> None:
+    deltas = columns.offsets[columns.batch_index == batch_index] - header.base_offset
+    wrong = (deltas != np.arange(len(deltas))).nonzero()[0]
+    if len(wrong):
+        at = int(wrong[0])
+        raise InvalidRecordError(
+            f"record {at} of the batch at position {position} to {topic_partition} has offset "
+            f"delta {int(deltas[at])}, expected {at}: a batch's records must have the offset "
+            "deltas 0, 1, 2, ..."
+        )
 
 
 def _recompress(batch: bytes, codec: Compression, base_offset: int) -> bytes:

@@ -208,7 +208,7 @@ class _Output:
     """A growing output buffer that refuses to grow past ``max_size + 1`` bytes.
 
     numpy's uninitialised arrays, unlike ``bytearray``, cost nothing for the room a stream does
-    not end up using (measured: allocating and freeing a 12 MiB one takes 1.6 us).
+    not end up using.
     """
 
     def __init__(self, codec: Compression, input_size: int, max_size: int | None) -> None:
@@ -216,11 +216,8 @@ class _Output:
         self.max_size = max_size
         # One byte past the limit so that "exactly max_size" and "more" can be told apart.
         self.hard_cap = None if max_size is None else max_size + 1
-        # Under a cap, the whole cap at once: the pages of an uninitialised array cost memory
-        # only once written, so the buffer never has to be copied into a larger one (a copy
-        # that would hold the old and the new buffer at the same time, for a bomb both large).
         guess = max(_MIN_FIRST_GUESS, input_size * _FIRST_GUESS_RATIO)
-        self.buf = np.empty(guess if self.hard_cap is None else self.hard_cap, np.uint8)
+        self.buf = np.empty(guess if self.hard_cap is None else min(guess, self.hard_cap), np.uint8)
         self.size = 0
 
     def reserve(self, n: int) -> None:
@@ -245,9 +242,12 @@ class _Output:
         return True
 
     def _resize(self, capacity: int) -> None:
-        bigger = np.empty(capacity, np.uint8)
-        bigger[: self.size] = self.buf[: self.size]
-        self.buf = bigger
+        # In place (realloc: a large block is moved by remapping its pages, not copied), so a
+        # bomb never holds the old and the new buffer at once. No view of the buffer outlives
+        # the call that wrote through it, which is what makes skipping the reference check safe.
+        if self.hard_cap is not None:
+            capacity = min(capacity, self.hard_cap)
+        self.buf.resize(capacity, refcheck=False)
 
     def decompress_into(self, fn: Callable[[Buffer, Buffer], int], src: Buffer) -> None:
         """Run a cramjam ``decompress_into`` for one frame, retrying with more room."""

@@ -15,6 +15,7 @@ import pytest
 
 from compactlog.broker.limits import DEFAULT_SOCKET_REQUEST_MAX_BYTES
 from compactlog.broker.settings import GROUP_SETTINGS, BrokerSettings
+from compactlog.errors import ConfigError
 from compactlog.protocol import RequestHeader, encode_request
 from compactlog.protocol import codes as c
 from compactlog.protocol.messages import ApiVersionsRequest
@@ -78,6 +79,37 @@ def test_a_request_over_socket_request_max_bytes_closes(tmp_path: Path) -> None:
             assert client.closed_within(5)
     finally:
         server.stop()
+
+
+def malformed_metadata_frame() -> bytes:
+    body = struct.pack(">hhi", 3, 4, 7) + struct.pack(">h", 1) + b"x" + b"\xff\xff"
+    return struct.pack(">i", len(body)) + body
+
+
+@pytest.mark.parametrize("delay_ms", [0, 400])
+def test_a_bad_request_closes_its_connection_after_the_failed_request_delay(
+    tmp_path: Path, delay_ms: int
+) -> None:
+    server = start_broker(tmp_path / "data", {"compactlog.failed.request.close.delay.ms": delay_ms})
+    try:
+        with Client(server.port) as bad, Client(server.port) as good:
+            started = time.monotonic()
+            # A request after the bad one is not read, let alone answered.
+            bad.sock.sendall(malformed_metadata_frame() + api_versions_frame(8))
+            assert bad.closed_within(5)
+            held = time.monotonic() - started
+            # Jittered between half and one and a half times the delay.
+            assert delay_ms / 2000 <= held < delay_ms * 1.5 / 1000 + 0.5, held
+            # The others are served meanwhile and after.
+            assert good.call(API_VERSIONS, 0, ApiVersionsRequest()).error_code == c.NONE
+    finally:
+        server.stop()
+
+
+def test_the_failed_request_delay_is_a_bounded_setting() -> None:
+    assert BrokerSettings.from_mapping({}).limits.failed_request_close_delay_ms == 100
+    with pytest.raises(ConfigError, match=r"compactlog\.failed\.request\.close\.delay\.ms"):
+        BrokerSettings.from_mapping({"compactlog.failed.request.close.delay.ms": -1})
 
 
 def test_connections_over_max_connections_are_refused(

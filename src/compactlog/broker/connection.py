@@ -21,10 +21,13 @@ Ends of a connection, and what the peer sees:
 * a frame size over the limit, or negative: the frames before it are answered, the body is
   never read, the connection is closed and the reason logged (the stream cannot be
   resynchronised);
-* a request that cannot be decoded, or an API or version we do not implement: closed at once,
-  logged (Kafka does the same). The exception is ApiVersions above v2, which gets the v0 error
-  body and keeps the connection (spec 1.1). Produce v0-v2 are advertised but refused this way,
-  as Kafka 4.0 does;
+* a request that cannot be decoded, or an API or version we do not implement: nothing more is
+  read, and the connection is closed ``compactlog.failed.request.close.delay.ms`` later
+  (default 100 ms, jittered by +-50 %), logged. Kafka closes at once, but delays the close
+  after a failed authentication the same way: the delay keeps a client that floods bad
+  requests from costing the others their latency (see :mod:`compactlog.broker.limits`). The
+  exception is ApiVersions above v2, which gets the v0 error body and keeps the connection
+  (spec 1.1). Produce v0-v2 are advertised but refused this way, as Kafka 4.0 does;
 * a handler that raises :class:`CloseConnection` (acks=0 produce that failed): closed, logged;
 * a handler bug: logged with its traceback, closed; the broker and the other connections go on;
 * :meth:`Connection.stop_reading` (broker shutdown): no more requests are read; the ones read are
@@ -42,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Callable
 
@@ -83,6 +87,7 @@ class Connection:
         self._frames = FrameReader(limits.socket_request_max_bytes)
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue(limits.max_in_flight_requests)
         self._idle_s = limits.connections_max_idle_ms / 1000
+        self._failed_close_delay_s = limits.failed_request_close_delay_ms / 1000
         address = writer.get_extra_info("peername")
         if isinstance(address, tuple) and len(address) >= 2:
             self.host, self.port = str(address[0]), int(address[1])
@@ -92,6 +97,7 @@ class Connection:
         self._busy = False
         self._abort = False
         self._input_stopped = False
+        self._delay_close = False
 
     def __repr__(self) -> str:
         return f"Connection({self.host}:{self.port})"
@@ -111,6 +117,10 @@ class Connection:
             else:
                 await self._queue.put(None)  # answer what was read, then stop
             await asyncio.wait({processor})
+            if self._delay_close:
+                # Jittered, so that a flood's connections, refused together, do not all come
+                # back (and cost an accept each) in the same instant.
+                await asyncio.sleep(self._failed_close_delay_s * random.uniform(0.5, 1.5))
         finally:
             processor.cancel()
             await self._close()
@@ -159,12 +169,16 @@ class Connection:
         with contextlib.suppress(Exception):
             await self._writer.wait_closed()
 
-    def _fail(self, reason: str, *, level: int = logging.WARNING) -> None:
-        """Close at once: stop reading, drop what is queued."""
+    def _fail(
+        self, reason: str, *, level: int = logging.WARNING, bad_request: bool = False
+    ) -> None:
+        """Close: stop reading, drop what is queued; after a bad request, close only after the
+        failed-request delay."""
         self.ctx.close_log.log(
             level, "closing connection from %s:%d: %s", self.host, self.port, reason
         )
         self._abort = True
+        self._delay_close = bad_request
         self._stop_input()
 
     # --- reading --------------------------------------------------------------------------------
@@ -236,11 +250,11 @@ class Connection:
                 ctx.metrics.record_request("ApiVersions", (time.monotonic() - started) * 1000)
                 return ok
             ctx.metrics.invalid_requests += 1
-            self._fail(f"{exc} (client id {exc.header.client_id!r})")
+            self._fail(f"{exc} (client id {exc.header.client_id!r})", bad_request=True)
             return False
         except MalformedRequestError as exc:
             ctx.metrics.invalid_requests += 1
-            self._fail(f"malformed request: {exc}")
+            self._fail(f"malformed request: {exc}", bad_request=True)
             return False
         header = request.header
         name = API_NAMES.get(header.api_key, str(header.api_key))

@@ -26,6 +26,7 @@ from typing import Any, Final
 from compactlog.broker.group_api import GroupCoordinatorConfig
 from compactlog.broker.limits import (
     DEFAULT_CONNECTIONS_MAX_IDLE_MS,
+    DEFAULT_FAILED_REQUEST_CLOSE_DELAY_MS,
     DEFAULT_FETCH_MAX_BYTES,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_IN_FLIGHT_REQUESTS,
@@ -70,6 +71,12 @@ _BROKER_DEFS: Final = (
               DEFAULT_MAX_IN_FLIGHT_REQUESTS,
               "Requests of one connection read ahead of their answers; beyond it the socket is "
               "not read until an answer is sent.", Range(1, 1000)),
+    ConfigDef("compactlog.failed.request.close.delay.ms", "int",
+              DEFAULT_FAILED_REQUEST_CLOSE_DELAY_MS,
+              "How long a connection that sent an undecodable or unsupported request is held "
+              "before it is closed (Kafka's connection.failed.authentication.delay.ms, for "
+              "malformed requests): a client that floods bad requests waits instead of costing "
+              "the well-behaved ones their latency. 0 closes at once.", Range(0, 10_000)),
     ConfigDef("fetch.max.bytes", "int", DEFAULT_FETCH_MAX_BYTES,
               "The most one Fetch response carries (beyond its first batch, which is always "
               "returned whole).", at_least(1024)),
@@ -177,6 +184,7 @@ class BrokerSettings:
             max_connections=number("max.connections"),
             connections_max_idle_ms=number("connections.max.idle.ms"),
             max_in_flight_requests=number("compactlog.max.in.flight.requests.per.connection"),
+            failed_request_close_delay_ms=number("compactlog.failed.request.close.delay.ms"),
             fetch_max_bytes=number("fetch.max.bytes"),
         )
         return cls(

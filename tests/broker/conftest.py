@@ -211,9 +211,18 @@ class CliBroker:
 
     The port stays the same across restarts, so clients reconnect as to a restarted Kafka."""
 
-    def __init__(self, data_dir: Path, config: Mapping[str, Any], log_path: Path) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        config: Mapping[str, Any],
+        log_path: Path,
+        clock_file: Path | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.config = {**BROKER_CONFIG, **config}
+        #: With a file, the broker's wall clock is skewed by the milliseconds written in it
+        #: (tests/broker/stepped_clock.py).
+        self.clock_file = clock_file
         self.port = free_port()
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
@@ -229,8 +238,10 @@ class CliBroker:
         return self.proc.pid
 
     def command(self) -> list[str]:
-        exe = os.path.join(os.path.dirname(sys.executable), "compactlog")
-        cmd = [exe, "--data-dir", str(self.data_dir), "serve", "--listen", self.bootstrap]
+        exe = [os.path.join(os.path.dirname(sys.executable), "compactlog")]
+        if self.clock_file is not None:
+            exe = [sys.executable, "-m", "tests.broker.stepped_clock", str(self.clock_file)]
+        cmd = [*exe, "--data-dir", str(self.data_dir), "serve", "--listen", self.bootstrap]
         for name, value in self.config.items():
             cmd += ["--config", f"{name}={value}"]
         return cmd
@@ -300,9 +311,16 @@ def cli_broker(tmp_path: Path) -> Iterator[Callable[..., CliBroker]]:
     """``cli_broker(config)`` makes a (not yet started) ``compactlog serve`` process."""
     made: list[CliBroker] = []
 
-    def make(config: Mapping[str, Any] | None = None, data_dir: Path | None = None) -> CliBroker:
+    def make(
+        config: Mapping[str, Any] | None = None,
+        data_dir: Path | None = None,
+        clock_file: Path | None = None,
+    ) -> CliBroker:
         b = CliBroker(
-            data_dir or tmp_path / "data", config or {}, tmp_path / f"serve-{len(made)}.log"
+            data_dir or tmp_path / "data",
+            config or {},
+            tmp_path / f"serve-{len(made)}.log",
+            clock_file,
         )
         made.append(b)
         return b

@@ -1,4 +1,5 @@
-"""Reliability through real clients while the broker is killed, paused or flooded: R1, R15, R20.
+"""Reliability through real clients while the broker is killed, paused, starved of disk, has its
+clock stepped or is flooded: R1, R15, R20.
 
 * R1 (CI tier: 200 kill points under each durability policy): an idempotent confluent-kafka
   producer with ``acks=all`` writes consecutive integers while the broker process is SIGKILLed at
@@ -9,8 +10,11 @@
   consumer: the broker stays up, each bad request is answered or closes its own connection, the
   good producer loses nothing, its p99 latency stays under twice its baseline.
 * R20 (CI: one run of 60 s): Jepsen's queue checks with kafka-python, confluent-kafka and
-  aiokafka producing unique values (idempotent) and consuming in assign mode, under SIGKILL and
-  SIGSTOP/SIGCONT nemeses of the ``compactlog serve`` process.
+  aiokafka producing unique values (idempotent) and consuming in assign mode, under four
+  nemeses of the ``compactlog serve`` process: SIGKILL and restart, SIGSTOP/SIGCONT pauses, a
+  full disk (``RLIMIT_FSIZE`` of one byte set from outside with prlimit: every write that
+  extends a file fails with EFBIG) and wall-clock steps of up to 20 minutes either way (the
+  broker runs under tests/broker/stepped_clock.py, whose clock a file moves).
 
 Every failure message carries the run's seed.
 """
@@ -22,6 +26,7 @@ import gc
 import json
 import logging
 import random
+import resource
 import signal
 import statistics
 import struct
@@ -54,6 +59,7 @@ from tests.broker.conftest import (
     needs_confluent,
     needs_kafka_python,
     parse_create_topics_response,
+    parse_produce_response,
     produce_body,
     read,
     string,
@@ -429,6 +435,7 @@ def test_r15_malformed_traffic_beside_good_clients(r15_broker: CliBroker) -> Non
 
     baseline = good.p99(fuzz_start - 3, fuzz_start)
     during = good.p99(fuzz_start, fuzz_end)
+    print(f"R15: p99 {during * 1000:.2f} ms under the flood, baseline {baseline * 1000:.2f} ms")
     assert during < 2 * baseline, (
         f"good-client p99 {during * 1000:.1f} ms under the flood, baseline "
         f"{baseline * 1000:.1f} ms ({context}; {outcomes}, {fuzz_end - fuzz_start:.1f} s)"
@@ -654,13 +661,13 @@ class AssignedConsumer(threading.Thread):
 @needs_confluent
 @needs_aiokafka
 @pytest.mark.timeout(400)
-def test_r20_queue_under_kill_and_pause_nemeses(
-    cli_broker: Callable[..., CliBroker], tmp_path: Path
-) -> None:
+def test_r20_queue_under_nemeses(cli_broker: Callable[..., CliBroker], tmp_path: Path) -> None:
     seed = random.SystemRandom().randrange(2**32)
     rng = random.Random(seed)
     context = f"seed {seed}"
-    broker = cli_broker({"num.partitions": R20_PARTITIONS})
+    clock_file = tmp_path / "clock-skew-ms"
+    clock_file.write_text("0")
+    broker = cli_broker({"num.partitions": R20_PARTITIONS}, clock_file=clock_file)
     broker.start()
     with Wire(broker.bootstrap) as wire:
         created = wire.request(19, 3, create_topics_body([(R20_TOPIC, R20_PARTITIONS)]))
@@ -671,20 +678,14 @@ def test_r20_queue_under_kill_and_pause_nemeses(
     for t in [*producers, *consumers]:
         t.start()
     nemeses: list[str] = []
+    kinds = ["kill", "pause", "disk full", "clock jump"]
     end = time.monotonic() + R20_SECONDS
     while time.monotonic() < end - 5:
         time.sleep(rng.uniform(3, 6))
-        if rng.random() < 0.5:
-            nemeses.append("kill")
-            broker.kill()
-            time.sleep(rng.uniform(0, 1))
-            broker.start()
-        else:
-            pause = rng.uniform(0.5, 2.0)
-            nemeses.append(f"pause {pause:.1f} s")
-            broker.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
-            time.sleep(pause)
-            broker.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+        # Every kind at least once in the first four, then at random.
+        kind = kinds[len(nemeses)] if len(nemeses) < len(kinds) else rng.choice(kinds)
+        nemeses.append(_nemesis(kind, broker, clock_file, rng))
+        assert broker.alive(), f"the broker died after {nemeses} ({context}):\n{broker.log_tail()}"
     time.sleep(max(0.0, end - time.monotonic()))
     for p in producers:
         p.stop()
@@ -737,6 +738,69 @@ def test_r20_queue_under_kill_and_pause_nemeses(
     bad = {k: v for k, v in report.items() if v and k not in ("acked", "unacknowledged")}
     assert report["acked"] > 0
     assert not bad, f"{bad} ({context}; nemeses {nemeses}; {report})"
+
+
+def test_r20_disk_full_nemesis_fails_produces_with_storage_error_then_writes_resume(
+    cli_broker: Callable[..., CliBroker],
+) -> None:
+    """What the R20 "disk full" nemesis does to the broker, shown on one partition: while the
+    file size limit is one byte every produce gets KAFKA_STORAGE_ERROR (56) and nothing is
+    appended; once it is lifted appends resume at the same offset, and a restart recovers the
+    same log."""
+    broker = cli_broker({})
+    broker.start()
+    with Wire(broker.bootstrap) as wire:
+        created = wire.request(19, 3, create_topics_body([("full", 1)]))
+        assert parse_create_topics_response(created) == {"full": 0}
+
+        def produce_one() -> tuple[int, int]:
+            response = wire.request(0, 7, produce_body({("full", 0): good_batch(3)}))
+            return parse_produce_response(response)[("full", 0)]
+
+        assert produce_one() == (0, 0)
+        _, hard = resource.prlimit(broker.pid, resource.RLIMIT_FSIZE)
+        resource.prlimit(broker.pid, resource.RLIMIT_FSIZE, (1, hard))
+        try:
+            assert [produce_one()[0] for _ in range(3)] == [56, 56, 56]
+        finally:
+            resource.prlimit(broker.pid, resource.RLIMIT_FSIZE, (hard, hard))
+        assert produce_one() == (0, 3)
+        assert broker.alive()
+    assert broker.terminate() == 0
+    broker.start()
+    with Wire(broker.bootstrap) as wire:
+        assert parse_produce_response(
+            wire.request(0, 7, produce_body({("full", 0): good_batch(1)}))
+        )[("full", 0)] == (0, 6)
+
+
+def _nemesis(kind: str, broker: CliBroker, clock_file: Path, rng: random.Random) -> str:
+    """Apply one nemesis to the broker process; returns what was done."""
+    if kind == "kill":
+        broker.kill()
+        time.sleep(rng.uniform(0, 1))
+        broker.start()
+        return "kill"
+    if kind == "pause":
+        pause = rng.uniform(0.5, 2.0)
+        broker.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+        time.sleep(pause)
+        broker.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+        return f"pause {pause:.1f} s"
+    if kind == "disk full":
+        # RLIMIT_FSIZE of 1 byte: every write that extends a file fails with EFBIG (Python
+        # ignores SIGXFSZ), as on a full disk; produces get KAFKA_STORAGE_ERROR and retry.
+        held = rng.uniform(0.5, 2.0)
+        _, hard = resource.prlimit(broker.pid, resource.RLIMIT_FSIZE)
+        resource.prlimit(broker.pid, resource.RLIMIT_FSIZE, (1, hard))
+        time.sleep(held)
+        resource.prlimit(broker.pid, resource.RLIMIT_FSIZE, (hard, hard))
+        return f"disk full {held:.1f} s"
+    # A wall-clock step of up to 20 minutes either way from the true time (NTP stepping the
+    # clock), within message.timestamp.after.max.ms (1 h) of the producers' timestamps.
+    skew_ms = rng.randrange(-20 * 60_000, 20 * 60_000)
+    clock_file.write_text(str(skew_ms))
+    return f"clock {skew_ms / 60_000:+.1f} min"
 
 
 def _list_offsets_v2_offset(body: bytes) -> int:

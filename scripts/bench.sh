@@ -11,3 +11,6 @@ python benchmarks/bench_cleaner.py
 # Spark (needs Java): one-pass compaction of 20 M keys beside Kafka's passes, the data source's
 # read throughput against Parquet, local[1] against local[2]. About 6 minutes on 2 cores.
 python benchmarks/bench_spark.py
+# Broker: confluent-kafka over loopback against the embedded append and read of the same
+# records in the same run (about 15 s).
+python benchmarks/bench_broker.py --dir bench-data

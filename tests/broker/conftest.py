@@ -588,6 +588,17 @@ def _deadline_error(client: str, positions: Mapping[int, int], ends: Mapping[int
     return f"{client}: positions {dict(positions)} never reached the end offsets {dict(ends)}"
 
 
+#: The consumer settings of the read helpers; kafka-python and aiokafka share these names.
+PY_CONSUMER_SETTINGS: dict[str, Any] = {
+    "auto_offset_reset": "earliest",
+    "enable_auto_commit": False,
+    "fetch_max_wait_ms": 100,
+    "request_timeout_ms": 10_000,
+    "session_timeout_ms": 10_000,
+    "heartbeat_interval_ms": 500,
+}
+
+
 def _kp_read(
     bootstrap: str,
     topic: str,
@@ -601,12 +612,7 @@ def _kp_read(
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=group,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        fetch_max_wait_ms=100,
-        request_timeout_ms=10_000,
-        session_timeout_ms=10_000,
-        heartbeat_interval_ms=500,
+        **PY_CONSUMER_SETTINGS,
     )
     seen: list[Seen] = []
     positions: dict[int, int] = {}
@@ -712,12 +718,7 @@ async def _ak_read(
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
         group_id=group,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        fetch_max_wait_ms=100,
-        request_timeout_ms=10_000,
-        session_timeout_ms=10_000,
-        heartbeat_interval_ms=500,
+        **PY_CONSUMER_SETTINGS,
     )
     await asyncio.wait_for(consumer.start(), CLIENT_TIMEOUT_S)
     seen: list[Seen] = []
@@ -863,6 +864,22 @@ class Closed(Exception):
     """The broker closed the connection."""
 
 
+def recv_frame(sock: socket.socket) -> bytes:
+    """One size-prefixed frame from ``sock`` (without its size); :class:`Closed` if it ends."""
+
+    def exactly(n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = sock.recv(n - len(out))
+            if not chunk:
+                raise Closed(f"closed after {len(out)} of {n} bytes")
+            out += chunk
+        return bytes(out)
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
 class Wire:
     """One raw TCP connection to the broker."""
 
@@ -886,19 +903,9 @@ class Wire:
         self.sock.sendall(request_frame(api_key, version, correlation_id, body))
         return correlation_id
 
-    def recv_exactly(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise Closed(f"closed after {len(out)} of {n} bytes")
-            out += chunk
-        return bytes(out)
-
     def recv(self) -> tuple[int, bytes]:
         """The next response: (correlation id, body)."""
-        (size,) = struct.unpack(">i", self.recv_exactly(4))
-        frame = self.recv_exactly(size)
+        frame = recv_frame(self.sock)
         return struct.unpack_from(">i", frame)[0], frame[4:]
 
     def request(self, api_key: int, version: int, body: bytes) -> bytes:

@@ -448,23 +448,15 @@ R20_PARTITIONS = 2
 R20_SECONDS = 60
 
 
-class UniqueProducer(threading.Thread):
-    """One client producing unique values (idempotent) until stopped; records every ack."""
+class ClientThread(threading.Thread):
+    """A thread running one client library's loop (``_kafka_python``, ``_confluent`` or the
+    coroutine ``_aiokafka``); what it raises is kept in ``error``."""
 
-    def __init__(self, client: str, bootstrap: str) -> None:
-        super().__init__(name=f"r20-producer-{client}", daemon=True)
+    def __init__(self, client: str, bootstrap: str, name: str) -> None:
+        super().__init__(name=name, daemon=True)
         self.client = client
         self.bootstrap = bootstrap
-        self.acked: dict[bytes, tuple[int, int]] = {}
-        self.failures = 0
         self.error: BaseException | None = None
-        self._stop_event = threading.Event()
-
-    def values(self) -> Iterator[bytes]:
-        n = 0
-        while not self._stop_event.is_set():
-            yield b"%s-%d" % (self.client.encode(), n)
-            n += 1
 
     def run(self) -> None:
         try:
@@ -476,6 +468,31 @@ class UniqueProducer(threading.Thread):
                 asyncio.run(self._aiokafka())
         except BaseException as exc:
             self.error = exc
+
+    def _kafka_python(self) -> None:
+        raise NotImplementedError
+
+    def _confluent(self) -> None:
+        raise NotImplementedError
+
+    async def _aiokafka(self) -> None:
+        raise NotImplementedError
+
+
+class UniqueProducer(ClientThread):
+    """One client producing unique values (idempotent) until stopped; records every ack."""
+
+    def __init__(self, client: str, bootstrap: str) -> None:
+        super().__init__(client, bootstrap, f"r20-producer-{client}")
+        self.acked: dict[bytes, tuple[int, int]] = {}
+        self.failures = 0
+        self._stop_event = threading.Event()
+
+    def values(self) -> Iterator[bytes]:
+        n = 0
+        while not self._stop_event.is_set():
+            yield b"%s-%d" % (self.client.encode(), n)
+            n += 1
 
     def _kafka_python(self) -> None:
         from kafka import KafkaProducer
@@ -558,37 +575,23 @@ class UniqueProducer(threading.Thread):
         assert not self.is_alive(), f"{self.client} producer did not stop"
 
 
-class AssignedConsumer(threading.Thread):
+class AssignedConsumer(ClientThread):
     """One client consuming both partitions in assign mode from the beginning, recording every
     polled (partition, offset, value) in order, until the positions reach ``until``."""
 
     def __init__(
         self, client: str, bootstrap: str, topic: str = "queue", partitions: int = 2
     ) -> None:
-        super().__init__(name=f"consumer-{client}-{topic}", daemon=True)
-        self.client = client
-        self.bootstrap = bootstrap
+        super().__init__(client, bootstrap, f"consumer-{client}-{topic}")
         self.topic = topic
         self.partitions = partitions
         self.polled: list[tuple[int, int, bytes]] = []
         self.until: dict[int, int] | None = None
-        self.error: BaseException | None = None
 
     def done(self, positions: dict[int, int]) -> bool:
         return self.until is not None and all(
             positions.get(p, 0) >= end for p, end in self.until.items()
         )
-
-    def run(self) -> None:
-        try:
-            if self.client == "kafka-python":
-                self._kafka_python()
-            elif self.client == "confluent-kafka":
-                self._confluent()
-            else:
-                asyncio.run(self._aiokafka())
-        except BaseException as exc:
-            self.error = exc
 
     def _kafka_python(self) -> None:
         from kafka import KafkaConsumer, TopicPartition

@@ -28,6 +28,7 @@ from compactlog.protocol.messages import (
     ProduceRequest,
 )
 from compactlog.records import Compression, build_batch
+from tests.broker.conftest import recv_frame
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
 
@@ -42,10 +43,6 @@ NOW = int(time.time() * 1000)
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID = 18, 19, 20, 21, 22
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
-
-
-class Closed(Exception):
-    """The broker closed the connection."""
 
 
 class Client:
@@ -74,19 +71,9 @@ class Client:
         self.sent[correlation_id] = (api_key, version)
         return correlation_id
 
-    def _exactly(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise Closed(f"closed after {len(out)} of {n} bytes")
-            out += chunk
-        return bytes(out)
-
     def receive(self) -> tuple[int, Struct]:
         """The next response: (correlation id, body), decoded as the request it answers."""
-        (size,) = struct.unpack(">i", self._exactly(4))
-        frame = self._exactly(size)
+        frame = recv_frame(self.sock)
         (correlation_id,) = struct.unpack_from(">i", frame)
         api_key, version = self.sent.pop(correlation_id)
         return correlation_id, decode_response(frame, api_key, version).body

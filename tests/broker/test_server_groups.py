@@ -32,10 +32,12 @@ HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 12, 13, 14, 1
 GROUP = "g"
 
 
-def join_request(member_id: str = "", metadata: bytes = b"sub") -> Any:
+def join_request(
+    member_id: str = "", metadata: bytes = b"sub", session_timeout_ms: int = 10_000
+) -> Any:
     return JoinGroupRequest(
         group_id=GROUP,
-        session_timeout_ms=10_000,
+        session_timeout_ms=session_timeout_ms,
         rebalance_timeout_ms=10_000,
         member_id=member_id,
         group_instance_id=None,
@@ -44,11 +46,11 @@ def join_request(member_id: str = "", metadata: bytes = b"sub") -> Any:
     )
 
 
-def join(client: Client, metadata: bytes = b"sub") -> Any:
+def join(client: Client, metadata: bytes = b"sub", session_timeout_ms: int = 10_000) -> Any:
     """JoinGroup v5 as clients do it: MEMBER_ID_REQUIRED first, then join with the id."""
-    first = client.call(JOIN_GROUP, 5, join_request(metadata=metadata))
+    first = client.call(JOIN_GROUP, 5, join_request("", metadata, session_timeout_ms))
     assert first.error_code == c.MEMBER_ID_REQUIRED and first.member_id
-    return client.call(JOIN_GROUP, 5, join_request(first.member_id, metadata))
+    return client.call(JOIN_GROUP, 5, join_request(first.member_id, metadata, session_timeout_ms))
 
 
 def sync(client: Client, generation: int, member_id: str, assignments: dict[str, bytes]) -> Any:
@@ -222,3 +224,36 @@ def test_a_parked_join_is_answered_when_the_broker_stops(tmp_path: Path) -> None
         server.stop()
         _, parked = b.receive()
         assert parked.error_code == c.NOT_COORDINATOR
+
+
+class SteppedClock:
+    """The system's wall clock plus a step that the test moves."""
+
+    def __init__(self) -> None:
+        self.step_ms = 0
+
+    def __call__(self) -> int:
+        return int(time.time() * 1000) + self.step_ms
+
+
+def test_group_deadlines_ignore_wall_clock_steps(tmp_path: Path) -> None:
+    """Session timeouts are durations: a wall-clock step back does not keep a silent member in
+    its group, and a step forward does not expire a live one (Kafka times them monotonically)."""
+    clock = SteppedClock()
+    server = start_broker(tmp_path / "data", {"group.min.session.timeout.ms": 100}, clock=clock)
+    try:
+        with Client(server.port) as client:
+            joined = join(client, session_timeout_ms=1000)
+            member, generation = joined.member_id, joined.generation_id
+            assert sync(client, generation, member, {member: b"a"}).error_code == c.NONE
+            clock.step_ms = 3_600_000  # an hour forward: the member is still within its session
+            assert heartbeat(client, generation, member) == c.NONE
+            clock.step_ms = -3_600_000  # an hour back; then the member goes silent
+            request = DescribeGroupsRequest(groups=[GROUP], include_authorized_operations=False)
+            deadline = time.monotonic() + 10
+            while client.call(DESCRIBE_GROUPS, 4, request).groups[0].members:
+                assert time.monotonic() < deadline, "the silent member never expired"
+                time.sleep(0.1)
+            assert heartbeat(client, generation, member) == c.UNKNOWN_MEMBER_ID
+    finally:
+        server.stop()

@@ -82,6 +82,25 @@ def _load_record_kernels() -> None:
     decode_columns(batch, verify_crc=True)
 
 
+def steady_clock(wall: Callable[[], int]) -> Callable[[], int]:
+    """Epoch milliseconds that start at ``wall()`` and then advance with the monotonic clock.
+
+    The group coordinator's deadlines (session timeouts, delayed joins, the offset-expiry scan)
+    are durations, which Kafka times with its monotonic clock (``Time.hiResClockMs``). On the
+    wall clock, a step back by an hour (NTP, an operator) would keep silent members in their
+    groups for an hour, and a step forward would expire every live member at once. Commit
+    timestamps come from this clock too, so they drift from the wall clock by the steps since
+    the broker started; offset retention is counted in days.
+    """
+    start_wall = wall()
+    start_mono = time.monotonic_ns()
+
+    def now() -> int:
+        return start_wall + (time.monotonic_ns() - start_mono) // 1_000_000
+
+    return now
+
+
 class Broker:
     """A single-node Kafka broker serving ``data_dir``; see the module docstring.
 
@@ -89,7 +108,8 @@ class Broker:
     and FindCoordinator give to clients (default: the bound address; for a wildcard bind, this
     host's fully qualified name). ``config``: Kafka broker settings by name
     (:mod:`compactlog.broker.settings`). ``clock``: epoch milliseconds for every time decision of
-    the store and the group coordinator. ``metrics_listen``: where to serve ``GET /metrics``.
+    the store; the group coordinator reads it once at start and then counts on the monotonic
+    clock (:func:`steady_clock`). ``metrics_listen``: where to serve ``GET /metrics``.
     """
 
     def __init__(
@@ -107,6 +127,7 @@ class Broker:
         self.advertise = advertise
         self.config: dict[str, Any] = dict(config or {})
         self.clock: Callable[[], int] = clock or system_clock
+        self._group_clock = steady_clock(self.clock)
         self.metrics_listen = metrics_listen
         #: The bound address (after :meth:`start`).
         self.host: str = listen[0]
@@ -199,7 +220,7 @@ class Broker:
         its timer."""
         assert self.store is not None and self.settings is not None
         created = OFFSETS_TOPIC not in self.store.topics()
-        groups = GroupCoordinator.load(self.store, self.settings.groups, self.clock)
+        groups = GroupCoordinator.load(self.store, self.settings.groups, self._group_clock)
         if created:
             logger.info("created %s with %d partition(s)", OFFSETS_TOPIC, groups.partitions)
         self._group_timer = asyncio.get_running_loop().create_task(self._run_group_timer(groups))
@@ -264,7 +285,8 @@ class Broker:
         while True:
             wakeup.clear()
             deadline = groups.next_deadline()
-            timeout = None if deadline is None else max(0.001, (deadline - self.clock()) / 1000)
+            now = self._group_clock()
+            timeout = None if deadline is None else max(0.001, (deadline - now) / 1000)
             try:
                 await asyncio.wait_for(wakeup.wait(), timeout)
                 continue  # a request may have moved the next deadline

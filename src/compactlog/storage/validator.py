@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from compactlog.errors import (
     CorruptRecordError,
@@ -174,9 +175,10 @@ def validate_and_assign(
                 "compactlog does not support transactions"
             )
         if columns is not None:
-            _check_records(columns, index, config, topic_partition, now_ms, log_append, header)
+            mask = columns.batch_index == index
+            _check_records(columns, mask, config, topic_partition, now_ms, log_append, header)
             if from_client:
-                _check_offset_deltas(columns, index, header, position, topic_partition)
+                _check_offset_deltas(columns, mask, header, position, topic_partition)
         elif not log_append:
             _check_timestamp(header.max_timestamp, config, topic_partition, now_ms)
         base = offset
@@ -257,14 +259,13 @@ def _check_timestamp(ts: int, config: LogConfig, topic_partition: str, now_ms: i
 
 def _check_records(
     columns: RecordColumns,
-    batch_index: int,
+    mask: npt.NDArray[np.bool_],
     config: LogConfig,
     topic_partition: str,
     now_ms: int,
     log_append: bool,
     header: BatchHeader,
 ) -> None:
-    mask = columns.batch_index == batch_index
     if config.compact and not header.is_control:
         null_keys = (columns.key_len[mask] < 0).nonzero()[0]
         if len(null_keys):
@@ -281,12 +282,12 @@ def _check_records(
 
 def _check_offset_deltas(
     columns: RecordColumns,
-    batch_index: int,
+    mask: npt.NDArray[np.bool_],
     header: BatchHeader,
     position: int,
     topic_partition: str,
 ) -> None:
-    deltas = columns.offsets[columns.batch_index == batch_index] - header.base_offset
+    deltas = columns.offsets[mask] - header.base_offset
     wrong = (deltas != np.arange(len(deltas))).nonzero()[0]
     if len(wrong):
         at = int(wrong[0])

@@ -13,7 +13,17 @@ from typing import Any
 
 import pytest
 
-from compactlog.broker.group_api import (
+from compactlog.broker.groups import (
+    GroupCoordinator,
+    GroupCoordinatorConfig,
+    JoinGroupResult,
+    MemberIdentity,
+    OffsetCommitPartition,
+    Pending,
+)
+from compactlog.broker.offsets_topic import OFFSETS_TOPIC
+from compactlog.errors import StorageError
+from compactlog.protocol.codes import (
     FENCED_INSTANCE_ID,
     GROUP_ID_NOT_FOUND,
     GROUP_MAX_SIZE_REACHED,
@@ -29,16 +39,6 @@ from compactlog.broker.group_api import (
     REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER_ID,
 )
-from compactlog.broker.groups import (
-    GroupCoordinator,
-    GroupCoordinatorConfig,
-    JoinGroupResult,
-    MemberIdentity,
-    OffsetCommitPartition,
-    Pending,
-)
-from compactlog.broker.offsets_topic import OFFSETS_TOPIC
-from compactlog.errors import StorageError
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
 

@@ -29,18 +29,20 @@ from collections.abc import Sequence
 
 from compactlog.broker.delayed import Pending
 from compactlog.broker.group_api import (
-    COORDINATOR_NOT_AVAILABLE,
-    FENCED_INSTANCE_ID,
-    ILLEGAL_GENERATION,
     NO_MEMBER_ID,
-    NONE,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
     JoinGroupMember,
     JoinGroupResult,
     SyncGroupResult,
 )
 from compactlog.broker.offsets_topic import consumer_subscription_topics
+from compactlog.protocol.codes import (
+    COORDINATOR_NOT_AVAILABLE,
+    FENCED_INSTANCE_ID,
+    ILLEGAL_GENERATION,
+    NONE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+)
 
 #: The protocol type of Kafka's consumers; only its subscriptions are parsed (for offset expiry).
 CONSUMER_PROTOCOL_TYPE = "consumer"

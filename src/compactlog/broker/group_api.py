@@ -1,4 +1,5 @@
-"""What the group coordinator takes and returns: Kafka error codes, configs, result types.
+"""What the group coordinator takes and returns: configs and result types (the error codes are
+Kafka's, from :mod:`compactlog.protocol.codes`).
 
 The results mirror the fields of Kafka's responses (JoinGroup, SyncGroup, LeaveGroup,
 OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups) as plain dataclasses, so
@@ -16,32 +17,20 @@ from compactlog.broker.offsets_topic import (
     DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES,
 )
 from compactlog.errors import ConfigError
+from compactlog.protocol.codes import (
+    COORDINATOR_NOT_AVAILABLE,
+    KAFKA_STORAGE_ERROR,
+    MESSAGE_TOO_LARGE,
+    NONE,
+    NOT_COORDINATOR,
+    RECORD_LIST_TOO_LARGE,
+    UNKNOWN_SERVER_ERROR,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 
 if TYPE_CHECKING:
     from compactlog.broker.classic_group import ClassicGroup
     from compactlog.broker.delayed import Timer
-
-# Kafka error codes of the group APIs (org.apache.kafka.common.protocol.Errors).
-NONE = 0
-UNKNOWN_SERVER_ERROR = -1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-MESSAGE_TOO_LARGE = 10
-OFFSET_METADATA_TOO_LARGE = 12
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-RECORD_LIST_TOO_LARGE = 18
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
-KAFKA_STORAGE_ERROR = 56
-NON_EMPTY_GROUP = 68
-GROUP_ID_NOT_FOUND = 69
-MEMBER_ID_REQUIRED = 79
-GROUP_MAX_SIZE_REACHED = 81
-FENCED_INSTANCE_ID = 82
 
 #: ``JoinGroupRequest.UNKNOWN_MEMBER_ID``: the member id of a member that has none yet.
 NO_MEMBER_ID = ""

@@ -86,9 +86,6 @@ from typing import Any
 from compactlog.broker.classic_group import ClassicGroup, ClassicGroupMember, GroupState
 from compactlog.broker.delayed import Pending, Timer
 from compactlog.broker.group_api import (
-    INVALID_GROUP_ID,
-    INVALID_SESSION_TIMEOUT,
-    NONE,
     DescribedGroup,
     DescribedMember,
     GroupCoordinatorConfig,
@@ -121,6 +118,11 @@ from compactlog.broker.offsets_topic import (
 )
 from compactlog.broker.rebalance import Rebalancer
 from compactlog.errors import CompactlogError, CorruptRecordError
+from compactlog.protocol.codes import (
+    INVALID_GROUP_ID,
+    INVALID_SESSION_TIMEOUT,
+    NONE,
+)
 from compactlog.storage.store import Store
 
 __all__ = [

@@ -11,16 +11,7 @@ from dataclasses import dataclass, field
 from compactlog.broker.classic_group import ClassicGroup, ClassicGroupMember, GroupState, Protocols
 from compactlog.broker.delayed import Pending
 from compactlog.broker.group_api import (
-    COORDINATOR_NOT_AVAILABLE,
-    GROUP_MAX_SIZE_REACHED,
-    ILLEGAL_GENERATION,
-    INCONSISTENT_GROUP_PROTOCOL,
-    MEMBER_ID_REQUIRED,
     NO_MEMBER_ID,
-    NONE,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
-    UNKNOWN_SERVER_ERROR,
     CoordinatorRuntime,
     JoinGroupResult,
     LeaveGroupResult,
@@ -34,6 +25,17 @@ from compactlog.broker.rebalance import (
     empty_group_metadata_record,
     group_metadata_record,
     heartbeat_key,
+)
+from compactlog.protocol.codes import (
+    COORDINATOR_NOT_AVAILABLE,
+    GROUP_MAX_SIZE_REACHED,
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    MEMBER_ID_REQUIRED,
+    NONE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+    UNKNOWN_SERVER_ERROR,
 )
 
 S = GroupState

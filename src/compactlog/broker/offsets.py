@@ -25,12 +25,7 @@ from typing import NamedTuple
 
 from compactlog.broker.classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from compactlog.broker.group_api import (
-    GROUP_ID_NOT_FOUND,
-    ILLEGAL_GENERATION,
     NO_OFFSET,
-    NON_EMPTY_GROUP,
-    NONE,
-    OFFSET_METADATA_TOO_LARGE,
     CoordinatorRuntime,
     GroupError,
     OffsetCommitPartition,
@@ -49,6 +44,13 @@ from compactlog.broker.offsets_topic import (
     encode_offset_commit_value,
 )
 from compactlog.broker.rebalance import Rebalancer
+from compactlog.protocol.codes import (
+    GROUP_ID_NOT_FOUND,
+    ILLEGAL_GENERATION,
+    NON_EMPTY_GROUP,
+    NONE,
+    OFFSET_METADATA_TOO_LARGE,
+)
 
 #: ``OffsetCommitRequest.DEFAULT_RETENTION_TIME``: use the broker's retention.
 DEFAULT_RETENTION_TIME = -1

@@ -392,13 +392,19 @@ def decode_key(data: bytes) -> RecordKey:
     return key
 
 
-def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
+def _value_reader(data: bytes, what: str) -> tuple[int, _Reader]:
+    """A value's version, and a reader past it (flexible from the first flexible version)."""
     data = bytes(data)
-    version = _version(data, "OffsetCommitValue")
+    version = _version(data, what)
     if not 0 <= version <= _FLEXIBLE_VALUE_VERSION:
-        raise CorruptRecordError(f"OffsetCommitValue has unknown version {version}")
-    r = _Reader(data, f"OffsetCommitValue v{version}", flexible=version >= _FLEXIBLE_VALUE_VERSION)
+        raise CorruptRecordError(f"{what} has unknown version {version}")
+    r = _Reader(data, f"{what} v{version}", flexible=version >= _FLEXIBLE_VALUE_VERSION)
     r.pos = 2
+    return version, r
+
+
+def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
+    version, r = _value_reader(data, "OffsetCommitValue")
     offset = r.int64("offset")
     leader_epoch = r.int32("leaderEpoch") if version >= 3 else -1
     metadata = r.string("metadata")
@@ -410,12 +416,7 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
 
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
-    data = bytes(data)
-    version = _version(data, "GroupMetadataValue")
-    if not 0 <= version <= _FLEXIBLE_VALUE_VERSION:
-        raise CorruptRecordError(f"GroupMetadataValue has unknown version {version}")
-    r = _Reader(data, f"GroupMetadataValue v{version}", flexible=version >= _FLEXIBLE_VALUE_VERSION)
-    r.pos = 2
+    version, r = _value_reader(data, "GroupMetadataValue")
     protocol_type = r.string("protocolType")
     generation = r.int32("generation")
     protocol = r.nullable_string("protocol")

@@ -25,10 +25,6 @@ from collections.abc import Callable, Mapping
 
 from compactlog.broker.classic_group import ClassicGroup, ClassicGroupMember, GroupState
 from compactlog.broker.group_api import (
-    NONE,
-    NOT_COORDINATOR,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
     CoordinatorRuntime,
     JoinGroupResult,
     Record,
@@ -40,6 +36,12 @@ from compactlog.broker.offsets_topic import (
     MemberMetadata,
     encode_group_metadata_key,
     encode_group_metadata_value,
+)
+from compactlog.protocol.codes import (
+    NONE,
+    NOT_COORDINATOR,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
 )
 
 logger = logging.getLogger("compactlog.broker.groups")

@@ -3,26 +3,32 @@
 Theory of operation
 -------------------
 
-Two tasks share a bounded queue:
+A :class:`Connection` is the socket's :class:`asyncio.Protocol`, so that a connection costs
+no task until it sends a request that needs one (a flood of bad connections is mostly accepts
+and closes, and their cost is what the good clients wait behind):
 
-* the **reader** (the connection's own task, :meth:`Connection.run`) reads the socket, cuts the
-  bytes into frames (:class:`FrameReader`, which checks every size prefix against
-  ``socket.request.max.bytes`` before waiting for the body) and puts the frames in the queue.
-  When the queue holds ``compactlog.max.in.flight.requests.per.connection`` frames it stops
-  reading, so a client that pipelines more is slowed down by TCP, never refused.
-* the **processor** takes one frame at a time, decodes it, awaits its handler and writes the
-  response before it takes the next. Responses therefore leave in request order, with their
-  correlation ids, even when a handler waits (a Fetch long poll, a delayed JoinGroup): the wait
-  holds up this connection only; the event loop serves the others meanwhile.
+* **arrival** (:meth:`Connection.data_received`, called by the event loop): the bytes are cut
+  into frames (:class:`FrameReader`, which checks every size prefix against
+  ``socket.request.max.bytes`` before waiting for the body) and each frame is decoded at once
+  and queued. When the queue holds ``compactlog.max.in.flight.requests.per.connection``
+  requests, reading pauses, so a client that pipelines more is slowed down by TCP, never
+  refused.
+* the **processor**, a task that lives while the queue is not empty, takes one request at a
+  time, awaits its handler and writes the response before it takes the next. Responses
+  therefore leave in request order, with their correlation ids, even when a handler waits (a
+  Fetch long poll, a delayed JoinGroup): the wait holds up this connection only; the event
+  loop serves the others meanwhile.
 
 Ends of a connection, and what the peer sees:
 
-* the peer closes its side: the frames already read are still answered, then we close;
-* a frame size over the limit, or negative: the frames before it are answered, the body is
+* the peer closes its side: the requests already read are still answered, then we close; the
+  peer gone altogether (a reset): the request in progress is abandoned;
+* a frame size over the limit, or negative: the requests before it are answered, the body is
   never read, the connection is closed and the reason logged (the stream cannot be
   resynchronised);
 * a request that cannot be decoded, or an API or version we do not implement: nothing more is
-  read, and the connection is closed ``compactlog.failed.request.close.delay.ms`` later
+  read, the requests before it are answered, and the connection is closed
+  ``compactlog.failed.request.close.delay.ms`` later
   (default 100 ms, jittered by +-50 %), logged. Kafka closes at once, but delays the close
   after a failed authentication the same way: the delay keeps a client that floods bad
   requests from costing the others their latency (see :mod:`compactlog.broker.limits`). The
@@ -32,6 +38,7 @@ Ends of a connection, and what the peer sees:
 * a handler bug: logged with its traceback, closed; the broker and the other connections go on;
 * :meth:`Connection.stop_reading` (broker shutdown): no more requests are read; the ones read are
   answered, except group requests, which close the connection (the coordinator is gone);
+  :meth:`Connection.abort` ends one that is still busy when the shutdown's grace is over;
 * :meth:`Connection.close_if_idle`, called by the broker's periodic check: closed after
   ``connections.max.idle.ms`` without a byte in or out while no request is queued or in
   progress.
@@ -43,22 +50,24 @@ costs neither latency nor log space), except handler bugs, logged with their tra
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Callable
+from typing import NamedTuple, cast
 
 from compactlog.broker.context import BrokerContext, CloseConnection, Peer
 from compactlog.broker.handlers.dispatch import api_versions_error_frame, handler_for
 from compactlog.broker.handlers.metadata import GROUP_API_KEYS
-from compactlog.broker.limits import READ_CHUNK_BYTES
 from compactlog.errors import ProtocolError
 from compactlog.protocol import (
     API_NAMES,
     ApiKey,
     FrameReader,
     MalformedRequestError,
+    Request,
+    RequestHeader,
     UnsupportedRequestError,
     decode_request,
     encode_response,
@@ -69,73 +78,139 @@ __all__ = ["Connection"]
 logger = logging.getLogger("compactlog.broker")
 
 
-class Connection:
-    """Serves one accepted socket until it closes; see the module docstring."""
+class _TooNewApiVersions(NamedTuple):
+    """An ApiVersions request above the versions we speak: answered with the v0 error body."""
+
+    header: RequestHeader
+
+
+class Connection(asyncio.Protocol):
+    """Serves one accepted socket until it closes; see the module docstring.
+
+    ``admit(connection)`` is asked when the socket is accepted (False: closed at once, never
+    counted); ``on_close(connection)`` is called once when the socket has closed. :attr:`closed`
+    is done then too.
+    """
 
     def __init__(
         self,
         ctx: BrokerContext,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        admit: Callable[[Connection], bool] = lambda conn: True,
         on_close: Callable[[Connection], None] = lambda conn: None,
     ) -> None:
         self.ctx = ctx
-        self._reader = reader
-        self._writer = writer
+        self._admit = admit
         self._on_close = on_close
         limits = ctx.settings.limits
         self._frames = FrameReader(limits.socket_request_max_bytes)
-        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue(limits.max_in_flight_requests)
+        self._queue: deque[Request | _TooNewApiVersions] = deque()
+        self._max_queued = limits.max_in_flight_requests
         self._idle_s = limits.connections_max_idle_ms / 1000
         self._failed_close_delay_s = limits.failed_request_close_delay_ms / 1000
-        address = writer.get_extra_info("peername")
-        if isinstance(address, tuple) and len(address) >= 2:
-            self.host, self.port = str(address[0]), int(address[1])
-        else:
-            self.host, self.port = str(address), -1
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.host, self.port = "?", -1
+        self._transport: asyncio.Transport | None = None
+        self._processor: asyncio.Task[None] | None = None
         self._last_active = time.monotonic()
         self._busy = False
-        self._abort = False
-        self._input_stopped = False
-        self._delay_close = False
+        self._input_ended = False  # no more requests will be read
+        self._reading_paused = False
+        self._close_delay_s: float | None = None  # close once the queue is answered, this late
+        self._closing = False
+        self._counted = False
+        self._write_paused = False
+        self._drained: asyncio.Future[None] | None = None
 
     def __repr__(self) -> str:
         return f"Connection({self.host}:{self.port})"
 
-    # --- the life of the connection -------------------------------------------------------------
-    async def run(self) -> None:
-        """Serve until the connection ends (see the module docstring). Reads on this task; the
-        requests are handled by a second one, in order."""
+    # --- the event loop's calls (asyncio.Protocol) ----------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A TCP transport (uvloop's does not subclass asyncio.Transport, hence no isinstance).
+        self._transport = transport = cast(asyncio.Transport, transport)
+        address = transport.get_extra_info("peername")
+        if isinstance(address, tuple) and len(address) >= 2:
+            self.host, self.port = str(address[0]), int(address[1])
+        else:
+            self.host = str(address)
+        if not self._admit(self):
+            self._closing = True
+            transport.close()
+            return
+        self._counted = True
         metrics = self.ctx.metrics
         metrics.connections += 1
         metrics.connections_created += 1
-        processor = asyncio.create_task(self._process(), name=f"{self!r} processor")
+
+    def data_received(self, data: bytes) -> None:
+        if self._input_ended:
+            return  # bytes that were on their way when reading stopped
+        self._last_active = time.monotonic()
+        self.ctx.metrics.incoming_bytes += len(data)
         try:
-            await self._read()
-            if self._abort:
-                processor.cancel()
-            else:
-                await self._queue.put(None)  # answer what was read, then stop
-            await asyncio.wait({processor})
-            if self._delay_close:
-                # Jittered, so that a flood's connections, refused together, do not all come
-                # back (and cost an accept each) in the same instant.
-                await asyncio.sleep(self._failed_close_delay_s * random.uniform(0.5, 1.5))
-        finally:
-            processor.cancel()
-            await self._close()
+            frames = self._frames.feed(data)
+        except ProtocolError as exc:
+            self._bad_frame(str(exc))
+            return
+        for frame in frames:
+            if not self._arrived(frame):
+                return
+        if self._frames.failed:
+            try:
+                self._frames.feed(b"")
+            except ProtocolError as exc:
+                self._bad_frame(str(exc))
+            return
+        if len(self._queue) >= self._max_queued:
+            self._pause_reading()
+
+    def eof_received(self) -> bool:
+        # The peer closed its side: answer what was read, then close (True: not yet).
+        self._end_input(0.0)
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            logger.debug("connection from %s:%d failed: %s", self.host, self.port, exc)
+        self._closing = self._input_ended = True
+        self._queue.clear()
+        if self._processor is not None:
+            self._processor.cancel()  # nobody to answer
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_exception(ConnectionResetError("the connection was lost"))
+        if self._counted:
+            metrics = self.ctx.metrics
             metrics.connections -= 1
             metrics.connections_closed += 1
-            self._on_close(self)
+        if not self.closed.done():
+            self.closed.set_result(None)
+        self._on_close(self)
 
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    # --- the broker's calls ---------------------------------------------------------------------
     def stop_reading(self) -> None:
         """Read no further request; the ones already read are answered (broker shutdown)."""
-        self._stop_input()
+        self._end_input(0.0)
+
+    def abort(self) -> None:
+        """Close now: what is queued or in progress is not answered."""
+        self._queue.clear()
+        self._input_ended = True
+        if self._processor is not None and self._processor is not asyncio.current_task():
+            self._processor.cancel()
+        self._close_transport()
 
     def close_if_idle(self, now: float) -> bool:
         """Close the connection if nothing went in or out for ``connections.max.idle.ms`` and no
         request is queued or in progress (the broker's idle check calls this periodically)."""
-        if self._busy or not self._queue.empty() or self._input_stopped:
+        if self._busy or self._queue or self._input_ended:
             return False
         if now - self._last_active < self._idle_s:
             return False
@@ -145,144 +220,147 @@ class Connection:
             self.host, self.port, int(self._idle_s * 1000),
         )  # fmt: skip
         self.ctx.metrics.connections_idle_closed += 1
-        self._abort = True
-        self._stop_input()
+        self.abort()
         return True
 
-    def _stop_input(self) -> None:
-        """End the reading loop: no more bytes are read, the pending read returns at once."""
-        if self._input_stopped:
-            return
-        self._input_stopped = True
-        transport = self._writer.transport
-        if isinstance(transport, asyncio.ReadTransport):
-            transport.pause_reading()  # no more bytes: feed_eof must be the stream's last event
-        self._reader.feed_eof()
-        if self._abort:
-            # A read loop waiting for room in the queue must not wait for a processor that has
-            # stopped: what is queued will not be answered anyway.
-            while not self._queue.empty():
-                self._queue.get_nowait()
+    # --- arrival --------------------------------------------------------------------------------
+    def _arrived(self, frame: bytes) -> bool:
+        """Decode and queue one request; False when the connection must read no more."""
+        try:
+            request: Request | _TooNewApiVersions = decode_request(frame)
+        except UnsupportedRequestError as exc:
+            if exc.header.api_key != ApiKey.API_VERSIONS:
+                self._bad_request(f"{exc} (client id {exc.header.client_id!r})")
+                return False
+            request = _TooNewApiVersions(exc.header)
+        except MalformedRequestError as exc:
+            self._bad_request(f"malformed request: {exc}")
+            return False
+        self._queue.append(request)
+        if self._processor is None:
+            self._processor = asyncio.get_running_loop().create_task(
+                self._process(), name=f"{self!r} processor"
+            )
+        return True
 
-    async def _close(self) -> None:
-        self._writer.close()
-        with contextlib.suppress(Exception):
-            await self._writer.wait_closed()
+    def _bad_request(self, reason: str) -> None:
+        """An undecodable or unsupported request: answer what came before it, then close after
+        the failed-request delay, jittered so that a flood's connections, refused together, do
+        not all come back (and cost an accept each) in the same instant."""
+        self.ctx.metrics.invalid_requests += 1
+        self._log_close(logging.WARNING, reason)
+        self._end_input(self._failed_close_delay_s * random.uniform(0.5, 1.5))
 
-    def _fail(
-        self, reason: str, *, level: int = logging.WARNING, bad_request: bool = False
-    ) -> None:
-        """Close: stop reading, drop what is queued; after a bad request, close only after the
-        failed-request delay."""
+    def _bad_frame(self, reason: str) -> None:
+        # The requests before the bad size are still answered; the body is never read.
+        self.ctx.metrics.invalid_requests += 1
+        self._log_close(logging.WARNING, reason)
+        self._end_input(0.0)
+
+    def _log_close(self, level: int, reason: str) -> None:
         self.ctx.close_log.log(
             level, "closing connection from %s:%d: %s", self.host, self.port, reason
         )
-        self._abort = True
-        self._delay_close = bad_request
-        self._stop_input()
 
-    # --- reading --------------------------------------------------------------------------------
-    async def _read(self) -> None:
-        metrics = self.ctx.metrics
-        while not self._input_stopped:
-            try:
-                data = await self._reader.read(READ_CHUNK_BYTES)
-            except (ConnectionError, OSError) as exc:
-                logger.debug("connection from %s:%d failed: %s", self.host, self.port, exc)
-                self._abort = True
-                return
-            if not data or self._input_stopped:
-                return  # the peer closed its side, or we stopped reading
-            self._last_active = time.monotonic()
-            metrics.incoming_bytes += len(data)
-            try:
-                frames = self._frames.feed(data)
-            except ProtocolError as exc:
-                self._bad_frame(str(exc))
-                return
-            for frame in frames:
-                await self._queue.put(frame)
-                if self._input_stopped:
-                    return
-            if self._frames.failed:
-                try:
-                    self._frames.feed(b"")
-                except ProtocolError as exc:
-                    self._bad_frame(str(exc))
-                return
+    # --- the ends -------------------------------------------------------------------------------
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self._transport is not None:
+            self._reading_paused = True
+            self._transport.pause_reading()
 
-    def _bad_frame(self, reason: str) -> None:
-        # The frames before the bad size are still answered; the body is never read.
-        self.ctx.close_log.log(
-            logging.WARNING, "closing connection from %s:%d: %s", self.host, self.port, reason
-        )
-        self.ctx.metrics.invalid_requests += 1
+    def _end_input(self, close_delay_s: float) -> None:
+        """Read nothing more; close ``close_delay_s`` after the queued requests are answered."""
+        if self._input_ended:
+            return
+        self._input_ended = True
+        self._close_delay_s = close_delay_s
+        self._pause_reading()
+        if self._processor is None:
+            self._close_when_answered()
+
+    def _close_when_answered(self) -> None:
+        delay = self._close_delay_s
+        if delay is None or self._closing:
+            return
+        if delay > 0:
+            self._closing = True  # nothing more to do here; the timer closes the socket
+            asyncio.get_running_loop().call_later(delay, self._close_transport)
+        else:
+            self._close_transport()
+
+    def _close_transport(self) -> None:
+        self._closing = True
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
 
     # --- processing -----------------------------------------------------------------------------
     async def _process(self) -> None:
         try:
-            while True:
-                frame = await self._queue.get()
-                if frame is None:
-                    return
+            while self._queue:
+                request = self._queue.popleft()
+                if self._reading_paused and not self._input_ended:
+                    self._reading_paused = False
+                    assert self._transport is not None
+                    self._transport.resume_reading()
                 self._busy = True
                 try:
-                    keep_open = await self._handle(frame)
+                    keep_open = await self._handle(request)
                 finally:
                     self._busy = False
                     self._last_active = time.monotonic()
                 if not keep_open:
-                    return  # _fail stopped the input
+                    self._queue.clear()
+                    break
         except Exception:
             logger.exception("connection from %s:%d failed", self.host, self.port)
-            self._abort = True
-            self._stop_input()
+            self._queue.clear()
+            self._close_delay_s = 0.0
+            self._input_ended = True
+        finally:
+            self._processor = None
+        if self._input_ended:
+            self._close_when_answered()
 
-    async def _handle(self, frame: bytes) -> bool:
+    def _fail(self, reason: str, level: int) -> bool:
+        """Close once this request is done; nothing queued after it is answered."""
+        self._log_close(level, reason)
+        self._input_ended = True
+        self._close_delay_s = 0.0
+        self._pause_reading()
+        return False
+
+    async def _handle(self, request: Request | _TooNewApiVersions) -> bool:
         """Answer one request; False when the connection must close."""
         ctx = self.ctx
         started = time.monotonic()
-        try:
-            request = decode_request(frame)
-        except UnsupportedRequestError as exc:
-            if exc.header.api_key == ApiKey.API_VERSIONS:
-                ok = await self._write(api_versions_error_frame(ctx, exc.header))
-                ctx.metrics.record_request("ApiVersions", (time.monotonic() - started) * 1000)
-                return ok
-            ctx.metrics.invalid_requests += 1
-            self._fail(f"{exc} (client id {exc.header.client_id!r})", bad_request=True)
-            return False
-        except MalformedRequestError as exc:
-            ctx.metrics.invalid_requests += 1
-            self._fail(f"malformed request: {exc}", bad_request=True)
-            return False
         header = request.header
+        if isinstance(request, _TooNewApiVersions):
+            ok = await self._write(api_versions_error_frame(ctx, header))
+            ctx.metrics.record_request("ApiVersions", (time.monotonic() - started) * 1000)
+            return ok
         name = API_NAMES.get(header.api_key, str(header.api_key))
         if ctx.stopping and header.api_key in GROUP_API_KEYS:
             # The coordinator has shut down (its parked requests got NOT_COORDINATOR); a group
             # request read before the stop is not answered: the client reconnects and looks for
             # the coordinator again, as after any broker stop.
-            self._fail(f"{name} arrived while the broker stops", level=logging.INFO)
-            return False
+            return self._fail(f"{name} arrived while the broker stops", logging.INFO)
         handler = handler_for(ctx, header.api_key)
         if handler is None:
             ctx.metrics.invalid_requests += 1
-            self._fail(f"{name} is not served by this broker (no group coordinator)")
-            return False
+            reason = f"{name} is not served by this broker (no group coordinator)"
+            return self._fail(reason, logging.WARNING)
         peer = Peer(header.client_id or "", self.host, self.port)
         try:
             body = await handler(ctx, request, peer)
             response = None if body is None else encode_response(header, body)
         except CloseConnection as exc:
-            self._fail(str(exc), level=logging.INFO)
-            return False
+            return self._fail(str(exc), logging.INFO)
         except Exception:
             logger.exception(
                 "%s v%d (correlation id %d) from %s:%d failed; closing the connection",
                 name, header.api_version, header.correlation_id, self.host, self.port,
             )  # fmt: skip
-            self._fail(f"{name} failed (a bug; see the traceback above)", level=logging.DEBUG)
-            return False
+            return self._fail(f"{name} failed (a bug; see the traceback above)", logging.DEBUG)
         ok = True
         if response is not None:
             ok = await self._write(response)
@@ -290,14 +368,19 @@ class Connection:
         return ok
 
     async def _write(self, frame: bytes | bytearray) -> bool:
-        try:
-            self._writer.write(frame)
-            await self._writer.drain()
-        except (ConnectionError, OSError) as exc:
-            logger.debug("writing to %s:%d failed: %s", self.host, self.port, exc)
-            self._abort = True
-            self._stop_input()
+        transport = self._transport
+        if transport is None or transport.is_closing():
             return False
+        transport.write(frame)
         self.ctx.metrics.outgoing_bytes += len(frame)
         self._last_active = time.monotonic()
+        if self._write_paused:
+            self._drained = asyncio.get_running_loop().create_future()
+            try:
+                await self._drained
+            except ConnectionError as exc:
+                logger.debug("writing to %s:%d failed: %s", self.host, self.port, exc)
+                return False
+            finally:
+                self._drained = None
         return True

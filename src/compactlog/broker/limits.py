@@ -89,7 +89,6 @@ __all__ = [
     "DEFAULT_SOCKET_REQUEST_MAX_BYTES",
     "METRICS_REQUEST_MAX_BYTES",
     "METRICS_REQUEST_TIMEOUT_S",
-    "READ_CHUNK_BYTES",
     "SHUTDOWN_GRACE_S",
     "Limits",
 ]
@@ -110,9 +109,6 @@ DEFAULT_FAILED_REQUEST_CLOSE_DELAY_MS = 100
 #: ``fetch.max.bytes``: the most a Fetch response carries beyond its first batch (Kafka's).
 DEFAULT_FETCH_MAX_BYTES = 57_671_680
 
-#: Bytes asked of the socket per read: large enough for a typical batch of pipelined requests in
-#: one call, small enough that a read never holds much beyond the frames it completes.
-READ_CHUNK_BYTES = 64 * 1024
 #: The metrics endpoint reads at most this much of an HTTP request (the request line and
 #: headers of a scraper fit many times over); more, or a slower sender, closes the connection.
 METRICS_REQUEST_MAX_BYTES = 8 * 1024

@@ -58,9 +58,16 @@ from compactlog.broker.settings import BrokerSettings
 from compactlog.records import Compression, build_batch, decode_columns
 from compactlog.storage.store import Store, system_clock
 
-__all__ = ["DEFAULT_LISTEN", "Broker", "BrokerThread"]
+__all__ = ["DEFAULT_LISTEN", "Broker", "BrokerThread", "new_event_loop"]
 
 logger = logging.getLogger("compactlog.broker")
+
+try:
+    import uvloop
+
+    _LOOP_FACTORY: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+except ImportError:  # Windows: uvloop is not built there
+    _LOOP_FACTORY = asyncio.new_event_loop
 
 T = TypeVar("T")
 
@@ -138,7 +145,7 @@ class Broker:
         self.ctx: BrokerContext | None = None
         self._server: asyncio.Server | None = None
         self._metrics_server: MetricsServer | None = None
-        self._connections: dict[Connection, asyncio.Task[Any]] = {}
+        self._connections: set[Connection] = set()
         self._group_timer: asyncio.Task[None] | None = None
         self._idle_check: asyncio.Task[None] | None = None
         self._group_wakeup: asyncio.Event | None = None
@@ -199,8 +206,8 @@ class Broker:
             ctx.coordinator()  # groups and their members' sessions resume at once
         self._idle_check = asyncio.create_task(self._run_idle_check(settings))
         host, port = self.listen
-        self._server = await asyncio.start_server(
-            self._accept, host or None, port, reuse_address=True
+        self._server = await asyncio.get_running_loop().create_server(
+            self._new_connection, host or None, port, reuse_address=True
         )
         bound = self._server.sockets[0].getsockname()
         self.host, self.port = str(bound[0]), int(bound[1])
@@ -236,33 +243,31 @@ class Broker:
         return host, self.port
 
     # --- serving --------------------------------------------------------------------------------
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _new_connection(self) -> Connection:
+        ctx = self.ctx
+        assert ctx is not None
+        return Connection(ctx, admit=self._admit, on_close=self._connections.discard)
+
+    def _admit(self, connection: Connection) -> bool:
+        """Take a new connection, unless the broker stops or ``max.connections`` are open."""
         ctx = self.ctx
         if ctx is None or self._state != "running":
-            writer.close()
-            return
+            return False
         limit = ctx.settings.limits.max_connections
         if len(self._connections) >= limit:
             ctx.metrics.connections_rejected += 1
-            self._log_rejection(writer, limit)
-            writer.close()
-            return
-        connection = Connection(ctx, reader, writer)
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections[connection] = task
-        try:
-            await connection.run()
-        finally:
-            self._connections.pop(connection, None)
+            self._log_rejection(connection, limit)
+            return False
+        self._connections.add(connection)
+        return True
 
-    def _log_rejection(self, writer: asyncio.StreamWriter, limit: int) -> None:
+    def _log_rejection(self, connection: Connection, limit: int) -> None:
         self._rejected_since_log += 1
         now = time.monotonic()
         if now - self._last_reject_log >= _REJECT_LOG_INTERVAL_S:
             logger.warning(
                 "refused %d connection(s) (the last from %s): max.connections=%d are open",
-                self._rejected_since_log, writer.get_extra_info("peername"), limit,
+                self._rejected_since_log, f"{connection.host}:{connection.port}", limit,
             )  # fmt: skip
             self._last_reject_log = now
             self._rejected_since_log = 0
@@ -320,11 +325,11 @@ class Broker:
         ctx.waiters.wake_all()
         if ctx.groups is not None:
             ctx.groups.shutdown()  # parked JoinGroup/SyncGroup answer NOT_COORDINATOR
-        tasks = list(self._connections.values())
-        if tasks:
-            _, late = await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_S)
-            for task in late:
-                task.cancel()
+        closing = {connection.closed: connection for connection in self._connections}
+        if closing:
+            _, late = await asyncio.wait(closing, timeout=SHUTDOWN_GRACE_S)
+            for closed in late:
+                closing[closed].abort()
             if late:
                 logger.warning("cut %d connection(s) still busy at shutdown", len(late))
                 await asyncio.wait(late)
@@ -353,6 +358,13 @@ class Broker:
         if self.store is not None:
             # Kept (closed) after the stop: its path and figures stay readable.
             await asyncio.to_thread(self.store.close)
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """The broker's event loop: uvloop's where it is installed (Linux and macOS), else
+    asyncio's. Measured on the R15 flood (10,000 bad requests from 50 connections, broker CPU
+    per request): 330 us on asyncio's loop, 205 us on uvloop's."""
+    return _LOOP_FACTORY()
 
 
 class BrokerThread:
@@ -396,7 +408,7 @@ class BrokerThread:
         return self
 
     def _run(self) -> None:
-        loop = asyncio.new_event_loop()
+        loop = new_event_loop()
         self._loop = loop
         try:
             try:

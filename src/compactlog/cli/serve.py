@@ -146,7 +146,7 @@ def serve(
     Exit codes: 0 stopped by a signal, 2 bad option or setting, or the address is in use,
     3 storage error (a data directory locked by another process, damaged files).
     """
-    from compactlog.broker.server import Broker  # noqa: PLC0415 - see DEFAULT_LISTEN
+    from compactlog.broker.server import Broker, new_event_loop  # noqa: PLC0415 - see DEFAULT_LISTEN
 
     data_dir = state(ctx).require_data_dir()
     listen_address = _address(listen, "--listen")
@@ -163,5 +163,5 @@ def serve(
         metrics_listen=_address(metrics, "--metrics"),
     )
     _raise_open_files_limit()
-    with _broker_log(state(ctx).verbose):
-        asyncio.run(_serve(broker))
+    with _broker_log(state(ctx).verbose), asyncio.Runner(loop_factory=new_event_loop) as runner:
+        runner.run(_serve(broker))

@@ -32,3 +32,28 @@ if [ -n "$missing_tools" ]; then
     fi
 fi
 unset missing_tools tool
+# The `kafka` test tier runs the real Apache Kafka (broker, tools, Java clients) beside
+# compactlog: its jars come from Maven Central through tests/kafka/pom.xml into .kafka/, once per
+# version of that file (Maven's own cache in ~/.m2 keeps them across clones). Without Java or
+# Maven that tier is skipped, with one line saying why; the setup never fails because of it.
+kafka_pom=tests/kafka/pom.xml
+kafka_stamp=.kafka/libs.sha256
+if [ -f "$kafka_pom" ] && command -v java >/dev/null; then
+    if ! command -v mvn >/dev/null && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null 2>&1 \
+            || echo "setup-env: apt-get could not install maven; the kafka tests will be skipped" >&2
+    fi
+    kafka_want=$(sha256sum "$kafka_pom" | cut -d' ' -f1)
+    if command -v mvn >/dev/null && { [ ! -f "$kafka_stamp" ] || [ "$(cat "$kafka_stamp")" != "$kafka_want" ]; }; then
+        rm -rf .kafka/libs
+        mkdir -p .kafka
+        if mvn -q -B -f "$kafka_pom" dependency:copy-dependencies -DoutputDirectory="$PWD/.kafka/libs" >.kafka/mvn.log 2>&1; then
+            echo "$kafka_want" > "$kafka_stamp"
+        else
+            cat .kafka/mvn.log >&2
+            echo "setup-env: mvn could not fetch Kafka's jars ($kafka_pom); the kafka tests will be skipped" >&2
+        fi
+    fi
+    unset kafka_want
+fi
+unset kafka_pom kafka_stamp

@@ -1,0 +1,49 @@
+"""Fixtures of the ``kafka`` tier: Apache Kafka itself as the oracle (tests/kafka/harness.py).
+
+Every test here is marked ``kafka``. Where Java or Kafka's jars are missing the whole tier is
+skipped, and the run says why in one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.kafka.harness import KafkaBroker, unavailable
+
+_REASON = unavailable()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _REASON is None:
+        return
+    skip = pytest.mark.skip(reason=f"kafka tier skipped: {_REASON}")
+    for item in items:
+        if "kafka" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def kafka(tmp_path: Path) -> Iterator[Callable[..., KafkaBroker]]:
+    """``kafka(data_dir=None, config=None, start=True)`` makes a real Kafka broker in the
+    test's directory; every one still running afterwards is killed."""
+    made: list[KafkaBroker] = []
+
+    def make(
+        data_dir: Path | None = None,
+        config: dict[str, Any] | None = None,
+        start: bool = True,
+        **kwargs: Any,
+    ) -> KafkaBroker:
+        broker = KafkaBroker(tmp_path / f"kafka-{len(made)}", data_dir, config, **kwargs)
+        made.append(broker)
+        if start:
+            broker.start()
+        return broker
+
+    yield make
+    for broker in made:
+        broker.kill()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -32,6 +33,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any, NamedTuple
 
 #: The Kafka release the tier runs; tests/kafka/pom.xml pins the same one.
 KAFKA_VERSION = "4.4.0"
@@ -228,6 +230,54 @@ def run_java(
     return subprocess.run(
         command, input=input, capture_output=True, text=True, timeout=timeout, check=False
     )
+
+
+class Consumed(NamedTuple):
+    """One record as a consumer sees it, in one shape for Kafka's Java consumer and the store."""
+
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+def _unb64(text: str | None) -> bytes | None:
+    return None if text is None else base64.b64decode(text)
+
+
+def java_consume(bootstrap: str, topic: str, isolation: str | None = None) -> list[Consumed]:
+    """Every record of ``topic`` as Kafka's Java consumer reads it (tests/kafka/java/ConsumeAll),
+    partition by partition, from the log start to the end offset at the start of the read."""
+    args = [bootstrap, topic] + ([isolation] if isolation else [])
+    done = run_java("ConsumeAll", *args)
+    if done.returncode != 0:
+        raise RuntimeError(f"ConsumeAll {topic} failed ({done.returncode}):\n{done.stderr}")
+    records = []
+    for line in done.stdout.splitlines():
+        r = json.loads(line)
+        headers = tuple((base64.b64decode(k).decode(), _unb64(v)) for k, v in r["headers"])
+        records.append(
+            Consumed(
+                r["partition"],
+                r["offset"],
+                r["timestamp"],
+                _unb64(r["key"]),
+                _unb64(r["value"]),
+                headers,
+            )
+        )
+    return records
+
+
+def store_view(store: Any, topic: str) -> list[Consumed]:
+    """Every record of ``topic`` as compactlog's ``Store.read`` returns it, in the same shape."""
+    return [
+        Consumed(p, r.offset, r.timestamp, r.key, r.value, tuple(r.headers))
+        for p in range(store.partitions(topic))
+        for r in store.read(topic, p, store.log_start_offset(topic, p))
+    ]
 
 
 def free_port() -> int:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ctypes
 import hashlib
 import json
 import os
@@ -184,6 +185,7 @@ def run_tool(
         timeout=timeout,
         env={**os.environ, **(env or {})},
         check=False,
+        preexec_fn=_die_with_parent,
     )
 
 
@@ -228,7 +230,13 @@ def run_java(
         *args,
     ]
     return subprocess.run(
-        command, input=input, capture_output=True, text=True, timeout=timeout, check=False
+        command,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        preexec_fn=_die_with_parent,
     )
 
 
@@ -278,6 +286,16 @@ def store_view(store: Any, topic: str) -> list[Consumed]:
         for p in range(store.partitions(topic))
         for r in store.read(topic, p, store.log_start_offset(topic, p))
     ]
+
+
+def _die_with_parent() -> None:
+    """``preexec_fn`` of every Java process: SIGKILL it when the process that started it dies,
+    so that a test run killed or crashed mid-way leaves no Kafka broker behind (Linux only)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def free_port() -> int:
@@ -377,7 +395,11 @@ class KafkaBroker:
         ]
         with (self.workdir / "process.out").open("ab") as out:
             self.process = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only async-signal-safe calls
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

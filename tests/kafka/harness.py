@@ -497,6 +497,14 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     return entries
 
 
+def write_offset_checkpoint(path: Path, entries: Mapping[tuple[str, int], int]) -> None:
+    """Write ``entries`` in Kafka's offset checkpoint format (as Kafka does, via a .tmp file)."""
+    lines = ["0", str(len(entries))] + [f"{t} {p} {o}" for (t, p), o in entries.items()]
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
+
+
 @contextlib.contextmanager
 def running(broker: KafkaBroker) -> Iterator[KafkaBroker]:
     broker.start()

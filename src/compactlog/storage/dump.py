@@ -229,8 +229,7 @@ def _dump_offset_index(path: str) -> Iterator[str]:
 def _dump_time_index(path: str) -> Iterator[str]:
     base = _file_offset(path) or 0
     entries, length = _read_index_entries(path, _TIME_ENTRY)
-    if not entries:
-        yield f"{path} is empty."
+    # Unlike the offset index, Kafka's tool prints nothing at all for an empty time index.
     for i, (timestamp, relative) in enumerate(entries):
         if i > 0 and relative == 0:
             break

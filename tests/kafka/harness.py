@@ -26,6 +26,7 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -91,13 +92,17 @@ Configuration:
         PatternLayout: {{pattern: "[%d] %p %m (%c)%n"}}
       - name: CLEANER
         fileName: "{cleaner}"
-        PatternLayout: {{pattern: "[%d] %p %m (%c)%n"}}
+        PatternLayout: {{pattern: "[%d{{UNIX_MILLIS}}] %p %m (%c)%n"}}
   Loggers:
     Root:
       level: INFO
       AppenderRef: [{{ref: SERVER}}]
     Logger:
       - name: org.apache.kafka.storage.internals.log.LogCleaner
+        level: INFO
+        additivity: false
+        AppenderRef: [{{ref: CLEANER}}]
+      - name: org.apache.kafka.storage.internals.log.LogCleaner$CleanerThread
         level: INFO
         additivity: false
         AppenderRef: [{{ref: CLEANER}}]
@@ -475,12 +480,42 @@ class KafkaBroker:
             time.sleep(0.1)
         raise TimeoutError(f"Kafka: no {what} after {timeout} s:\n{self.log_tail()}")
 
-    def cleaner_summaries(self) -> list[str]:
-        """The cleaner's summary messages so far (each a multi-line log message)."""
+    def cleaner_summaries(self) -> list[CleanerSummary]:
+        """The cleaner's summary messages so far, in the order they were logged."""
         if not self.cleaner_log.exists():
             return []
         text = self.cleaner_log.read_text(errors="replace")
-        return [part for part in text.split("\n[") if "cleaned log" in part]
+        return [
+            CleanerSummary(int(m["ms"]), m["log"], int(m["fdo"]), int(m["end"]), m["text"])
+            for m in _SUMMARY.finditer(text)
+        ]
+
+    def uncleanable(self) -> set[str]:
+        """The partitions (``<topic>-<partition>``) Kafka's cleaner marked uncleanable."""
+        if not self.cleaner_log.exists():
+            return set()
+        return set(_UNCLEANABLE.findall(self.cleaner_log.read_text(errors="replace")))
+
+
+_UNCLEANABLE = re.compile(r"Marking its partition \((\S+)\) as uncleanable")
+
+
+class CleanerSummary(NamedTuple):
+    """One ``Log cleaner thread N cleaned log ...`` message of Kafka's cleaner log."""
+
+    logged_ms: int  # when it was logged: the end of that cleaning
+    log: str  # <topic>-<partition>
+    first_dirty_offset: int
+    end_offset: int
+    text: str
+
+
+_SUMMARY = re.compile(
+    r"^\[(?P<ms>\d+)\] INFO (?:\[[^\]]*\]: )?"
+    r"(?P<text>\s*Log cleaner thread \d+ cleaned log (?P<log>\S+) "
+    r"\(dirty section = \[(?P<fdo>\d+), (?P<end>\d+)\]\).*?reduction[^\n]*)",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:

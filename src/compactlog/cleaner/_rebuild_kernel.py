@@ -161,8 +161,8 @@ SAFE_TIMESTAMP = 2**61
 _HEADER = 61
 
 # Columns of the per-batch result of :func:`filter_region`.
-R_ACTION, R_OUT_START, R_OUT_END, R_KEPT, R_INDEX_OFFSET, R_MAX_TS, R_INVALID = range(7)
-RESULT_COLUMNS = 7
+R_ACTION, R_OUT_START, R_OUT_END, R_KEPT, R_MAX_TS, R_INVALID = range(6)
+RESULT_COLUMNS = 6
 # Actions: dropped; copied verbatim; rebuilt with fewer records (its CRC is left to the caller);
 # left to the caller (nothing written, nothing counted).
 A_DROP, A_COPY, A_REBUILT, A_CALLER = range(4)
@@ -187,7 +187,7 @@ def filter_region(
     latest_offset: int,
     now: int,
     delete_retention_ms: int,
-    upper_bound: int,
+    high_watermark: int,
     out: Any,
     res: Any,
 ) -> int:
@@ -200,7 +200,7 @@ def filter_region(
     when a kept tombstone needs one. A rebuild reads only the kept records, at ``record_pos``
     (walking every record's length instead would be a chain of dependent reads, one cache
     miss per record). Batches in ``SPECIAL_MASK``, empty batches that must stay
-    (the one ending at ``upper_bound``) and batches with extreme timestamps are left to the
+    (the one ending at ``high_watermark``) and batches with extreme timestamps are left to the
     caller (``A_CALLER``), which splices its own bytes in at ``res[b, R_OUT_START]``. Returns
     the bytes written. ``keep`` is scratch (one byte per record).
     """
@@ -209,7 +209,6 @@ def filter_region(
         res[b, R_OUT_START] = o
         res[b, R_OUT_END] = o
         res[b, R_KEPT] = 0
-        res[b, R_INDEX_OFFSET] = -1
         res[b, R_MAX_TS] = -1
         res[b, R_INVALID] = 0
         res[b, R_ACTION] = A_CALLER
@@ -254,7 +253,7 @@ def filter_region(
             else:
                 keep[i] = 0
         if kept == 0:
-            if b_last_offset[b] + 1 != upper_bound:
+            if b_last_offset[b] + 1 != high_watermark:
                 res[b, R_ACTION] = A_DROP
                 res[b, R_INVALID] = invalid
             continue  # else: kept as an empty batch, by the caller
@@ -265,7 +264,6 @@ def filter_region(
             _kernels.copy_bytes(out, o, src, pos, size)
             o += size
             res[b, R_ACTION] = A_COPY
-            res[b, R_INDEX_OFFSET] = b_last_offset[b]
             res[b, R_MAX_TS] = b_max_ts[b]
         else:
             has_horizon = need_horizon or horizon_set
@@ -304,7 +302,6 @@ def filter_region(
             _put_be(out, o + 57, kept, 4)
             o = end
             res[b, R_ACTION] = A_REBUILT
-            res[b, R_INDEX_OFFSET] = offsets[last_kept]
             res[b, R_MAX_TS] = max_ts
         res[b, R_OUT_END] = o
         res[b, R_KEPT] = kept

@@ -22,8 +22,9 @@ uncleanable offset FUO:
    are never merged or split, and their offsets, timestamps, producer fields and codec survive;
    the last batch of every producer still active when the round starts (not expired by its
    ``now``) is kept, as an empty header if all its records go, so that the producer's sequence
-   and epoch survive a restart (spec 5.6); so is the batch that ends right at FUO
-   (KAFKA-17076), so the log keeps its last offset.
+   and epoch survive a restart (spec 5.6); so is the batch that ends right at the log's high
+   watermark (KAFKA-17076; Kafka 4.4 checks the high watermark, read as each source segment
+   is cleaned, where 4.0 checked FUO), so the log keeps its last offset.
 4. **Swap.** The new segment is written as ``.cleaned``, finished (final time-index entry,
    trimmed, fsynced, the last source segment's mtime), and swapped in by
    :meth:`compactlog.storage.log.Log.replace_segments`, whose rename protocol makes every crash
@@ -97,7 +98,7 @@ from compactlog.records.batch import (
 from compactlog.records.control import decode_control_key
 from compactlog.storage.log import Log
 from compactlog.storage.producer_state import LastRecord
-from compactlog.storage.segment import AppendPiece, LogSegment
+from compactlog.storage.segment import AppendedBatches, LogSegment
 
 logger = logging.getLogger("compactlog.cleaner")
 
@@ -620,9 +621,7 @@ class Cleaner:
             transactions = _TransactionState()
             producers = _ActiveProducers(log.last_records_of_active_producers(now))
             for group in groups:
-                self.clean_segments(
-                    log, group, now, first_uncleanable_offset, transactions, producers, stats
-                )
+                self.clean_segments(log, group, now, transactions, producers, stats)
                 stats.groups += 1
             while self._unswapped:
                 self._swap_in(log, self._unswapped[0])
@@ -749,7 +748,6 @@ class Cleaner:
         log: Log,
         group: list[LogSegment],
         now: int,
-        upper_bound: int,
         transactions: _TransactionState,
         producers: _ActiveProducers,
         stats: CleanerStats,
@@ -768,7 +766,11 @@ class Cleaner:
         unswapped = _Unswapped(cleaned, group, [])
         self._unswapped.append(unswapped)
         for i, source in enumerate(group):
-            self._clean_into(log, source, cleaned, now, upper_bound, transactions, producers, stats)
+            # As Kafka, the high watermark as this source segment's cleaning starts.
+            high_watermark = log.high_watermark
+            self._clean_into(
+                log, source, cleaned, now, high_watermark, transactions, producers, stats
+            )
             stats.segments_read += 1
             # The last append so far (appends run in order): everything before it is written.
             last = self._writes[(self._region_count - 1) % 2]
@@ -794,7 +796,7 @@ class Cleaner:
         source: LogSegment,
         dest: LogSegment,
         now: int,
-        upper_bound: int,
+        high_watermark: int,
         transactions: _TransactionState,
         producers: _ActiveProducers,
         stats: CleanerStats,
@@ -850,23 +852,23 @@ class Cleaner:
             previous_write = writes[k % 2]
             if previous_write is not None:
                 previous_write.result()  # its output buffer is about to be reused
-            data, pieces = self._filter_region(
+            data, kept = self._filter_region(
                 view[r0:r1],
                 columns,
                 r0,
                 region,
                 now,
                 delete_retention_ms,
-                upper_bound,
+                high_watermark,
                 transactions,
                 producers,
                 stats,
                 k % 2,
             )
             release.passed(r1)
-            if pieces:
+            if len(kept.sizes):
                 self.throttler.maybe_throttle(len(data))
-                writes[k % 2] = self._background.submit(dest.append_pieces, data, pieces)
+                writes[k % 2] = self._background.submit(dest.append_batches, data, kept)
         release.finish()
         self._decoded.forget(source.base_offset)
 
@@ -878,14 +880,15 @@ class Cleaner:
         region: list[tuple[int, int]],
         now: int,
         delete_retention_ms: int,
-        upper_bound: int,
+        high_watermark: int,
         transactions: _TransactionState,
         producers: _ActiveProducers,
         stats: CleanerStats,
         buffer: int,
-    ) -> tuple[bytes | memoryview, list[AppendPiece]]:
-        """One region: the bytes to append and one piece per chunk that kept anything. The
-        bytes may live in output buffer ``buffer``, valid until the region after next."""
+    ) -> tuple[bytes | memoryview, AppendedBatches]:
+        """One region: the bytes to append and the batches they hold (each batch is indexed on
+        its own, as Kafka 4.4's ``LogSegment.append`` does). The bytes may live in output
+        buffer ``buffer``, valid until the region after next."""
         found = self._lookup(columns)
         nb = columns.batch_count
         positions = columns.batch_position
@@ -904,9 +907,9 @@ class Cleaner:
             attributes = attributes | _rk.SPECIAL_MASK  # everything record by record
         elif producers:
             # A producer's last batch may have to stay as an empty header: record by record.
-            last = producers.candidates(columns)
-            if last.any():
-                attributes = np.where(last, attributes | _rk.SPECIAL_MASK, attributes)
+            candidates = producers.candidates(columns)
+            if candidates.any():
+                attributes = np.where(candidates, attributes | _rk.SPECIAL_MASK, attributes)
         written = self._filter_kernel(
             src,
             positions,
@@ -926,7 +929,7 @@ class Cleaner:
             self.offset_map.latest_offset,
             now,
             delete_retention_ms,
-            upper_bound,
+            high_watermark,
             out,
             res,
         )
@@ -943,63 +946,58 @@ class Cleaner:
             o, e = int(res[b, _rk.R_OUT_START]), int(res[b, _rk.R_OUT_END])
             _CRC.pack_into(out_view, o + CRC_OFFSET, compute_crc(out_view, o, e - o))
 
-        # Chunk c holds batches [first[c], first[c + 1]).
-        first = [*np.searchsorted(positions, [s - r0 for s, _ in region]).tolist(), nb]
         callers = np.flatnonzero(~by_kernel).tolist()
         if not callers:
-            pieces = [
-                piece
-                for c in range(len(region))
-                if (piece := _chunk_piece(res, last_offsets, first[c], first[c + 1])) is not None
-            ]
-            return out_view[:written], pieces
+            written_by = np.flatnonzero(action != _rk.A_DROP)
+            return out_view[:written], AppendedBatches(
+                last_offsets[written_by],
+                res[written_by, _rk.R_MAX_TS],
+                res[written_by, _rk.R_OUT_END] - res[written_by, _rk.R_OUT_START],
+            )
 
         # Some batches go record by record: splice their bytes in, in order.
         decisions = self._decide(columns, found, now)
         headers = columns.batch_headers
         parts: list[bytes | memoryview] = []
-        pieces = []
+        last: list[int] = []
+        max_ts: list[int] = []
+        sizes: list[int] = []
         caller_set = set(callers)
-        for c in range(len(region)):
-            length = 0
-            max_offset, max_ts, offset_of_max_ts = -1, -1, -1
-            for b in range(first[c], first[c + 1]):
-                if b in caller_set:
-                    filtered = self._filter_batch(
-                        region_view,
-                        int(positions[b]),
-                        headers[b],
-                        decisions,
-                        b,
-                        now,
-                        delete_retention_ms,
-                        upper_bound,
-                        transactions,
-                        producers,
-                        stats,
-                    )
-                    if filtered is None:
-                        continue
-                    kept_bytes, kept_max_offset = filtered
-                    kept_header = read_header(kept_bytes)
-                    stats.bytes_written += len(kept_bytes)
-                    stats.messages_written += kept_header.records_count
-                    batch_max_ts = kept_header.max_timestamp
-                else:
-                    if action[b] == _rk.A_DROP:
-                        continue
-                    o, e = int(res[b, _rk.R_OUT_START]), int(res[b, _rk.R_OUT_END])
-                    kept_bytes = out_view[o:e]
-                    kept_max_offset = int(res[b, _rk.R_INDEX_OFFSET])
-                    batch_max_ts = int(res[b, _rk.R_MAX_TS])
-                parts.append(kept_bytes)
-                length += len(kept_bytes)
-                max_offset = max(max_offset, kept_max_offset)
-                if batch_max_ts > max_ts:
-                    max_ts, offset_of_max_ts = batch_max_ts, int(last_offsets[b])
-            if length:
-                pieces.append((max_offset, max_ts, offset_of_max_ts, length))
-        return b"".join(parts), pieces
+        for b in range(nb):
+            if b in caller_set:
+                filtered = self._filter_batch(
+                    region_view,
+                    int(positions[b]),
+                    headers[b],
+                    decisions,
+                    b,
+                    now,
+                    delete_retention_ms,
+                    high_watermark,
+                    transactions,
+                    producers,
+                    stats,
+                )
+                if filtered is None:
+                    continue
+                kept_bytes = filtered
+                kept_header = read_header(kept_bytes)
+                stats.bytes_written += len(kept_bytes)
+                stats.messages_written += kept_header.records_count
+                batch_max_ts = kept_header.max_timestamp
+            else:
+                if action[b] == _rk.A_DROP:
+                    continue
+                o, e = int(res[b, _rk.R_OUT_START]), int(res[b, _rk.R_OUT_END])
+                kept_bytes = out_view[o:e]
+                batch_max_ts = int(res[b, _rk.R_MAX_TS])
+            parts.append(kept_bytes)
+            last.append(int(last_offsets[b]))  # a rebuilt batch keeps its last offset
+            max_ts.append(batch_max_ts)
+            sizes.append(len(kept_bytes))
+        return b"".join(parts), AppendedBatches(
+            np.array(last, np.int64), np.array(max_ts, np.int64), np.array(sizes, np.int64)
+        )
 
     def _lookup(self, columns: RecordColumns) -> np.ndarray:
         """The map's offset for every record's key (-1: keyless or absent). Records this round
@@ -1052,14 +1050,12 @@ class Cleaner:
         b: int,
         now: int,
         delete_retention_ms: int,
-        upper_bound: int,
+        high_watermark: int,
         transactions: _TransactionState,
         producers: _ActiveProducers,
         stats: CleanerStats,
-    ) -> tuple[bytes | memoryview, int] | None:
-        """Spec 5.4 for batch ``b`` of the chunk: the bytes to write and the offset that keys the
-        chunk's index entry (the batch's last offset, or for a rebuilt batch its largest kept
-        record offset, as Kafka's ``filterTo``), or None to drop the batch."""
+    ) -> bytes | memoryview | None:
+        """Spec 5.4 for batch ``b`` of the chunk: the bytes to write, or None to drop it."""
         first, stop = int(decisions.starts[b]), int(decisions.starts[b + 1])
         horizon = header.delete_horizon_ms
         columns = decisions.columns
@@ -1071,8 +1067,8 @@ class Cleaner:
             can_discard = transactions.on_data_batch(header)
             discard_records = can_discard
         # Batch retention, first matching rule: an active producer's last batch, the batch
-        # ending at the upper bound (both RETAIN_EMPTY), then DELETE or DELETE_EMPTY.
-        retain_empty = producers.retains(header) or header.next_offset == upper_bound
+        # ending at the high watermark (both RETAIN_EMPTY), then DELETE or DELETE_EMPTY.
+        retain_empty = producers.retains(header) or header.next_offset == high_watermark
         if not retain_empty and discard_records:
             return None
         stats.messages_read += stop - first
@@ -1088,13 +1084,12 @@ class Cleaner:
                 horizon is None
             )
             if kept == stop - first and not need_horizon:
-                return data[position : position + header.size_in_bytes], header.last_offset
+                return data[position : position + header.size_in_bytes]
             new_horizon = now + delete_retention_ms if need_horizon else horizon
             if header.is_control:
                 indices = list(range(first, stop))
             else:
                 indices = (np.flatnonzero(decisions.keep[first:stop]) + first).tolist()
-            largest = int(columns.offsets[indices[-1]])
             if header.compression == Compression.NONE and not header.is_control:
                 fast = _rebuild_uncompressed(
                     data,
@@ -1105,8 +1100,8 @@ class Cleaner:
                     new_horizon,
                 )
                 if fast is not None:
-                    return fast, largest
-            return _rebuild(columns, indices, header, new_horizon), largest
+                    return fast
+            return _rebuild(columns, indices, header, new_horizon)
         if retain_empty:
             empty = build_empty_batch(
                 base_offset=header.base_offset,
@@ -1120,31 +1115,8 @@ class Cleaner:
                 is_transactional=header.is_transactional,
                 is_control=header.is_control,
             )
-            return empty, header.last_offset
+            return empty
         return None
-
-
-def _chunk_piece(res: np.ndarray, last_offsets: np.ndarray, b0: int, b1: int) -> AppendPiece | None:
-    """The append of one chunk (batches ``[b0, b1)``) whose batches the kernel all filtered:
-    ``(largest offset, largest timestamp, offset of the largest timestamp, bytes)``, or None if
-    it kept nothing.
-
-    As Kafka's ``filterTo``: the index key is the largest offset kept (a rebuilt batch's last
-    kept record); the largest timestamp is the first kept batch with the largest max
-    timestamp above -1, with that batch's last offset (-1, -1 when there is none).
-    """
-    if b1 <= b0:
-        return None
-    length = int(res[b1 - 1, _rk.R_OUT_END] - res[b0, _rk.R_OUT_START])
-    if length == 0:
-        return None
-    kept = res[b0:b1, _rk.R_ACTION] != _rk.A_DROP
-    max_ts_col = np.where(kept, res[b0:b1, _rk.R_MAX_TS], -1)
-    best = int(np.argmax(max_ts_col))
-    max_ts = int(max_ts_col[best])
-    offset_of_max_ts = int(last_offsets[b0 + best]) if max_ts > -1 else -1
-    largest = int(res[b0:b1, _rk.R_INDEX_OFFSET][kept].max())
-    return (largest, max(max_ts, -1), offset_of_max_ts, length)
 
 
 @dataclass

@@ -9,10 +9,26 @@ codec       id    stream
 none        0     the records as they are
 gzip        1     a gzip stream (RFC 1952); concatenated members are read as one stream
 snappy      2     xerial "snappy-java" framing (below); plain raw snappy is read as well
-lz4         3     LZ4 frame format; written with independent 64 KiB blocks and no content
-                  checksum, like Kafka's ``KafkaLZ4BlockOutputStream``
+lz4         3     LZ4 frame format; written as Kafka's ``Lz4BlockOutputStream`` (below)
 zstd        4     zstd frames (RFC 8878); concatenated frames are read as one stream
 ==========  ====  ==========================================================================
+
+Writing gives the bytes Kafka's Java code gives for the same records section (checked against
+Kafka 4.4's log cleaner by the ``kafka`` test tier), so that a batch compactlog rebuilds is the
+batch Kafka would have rebuilt:
+
+* gzip: ``java.util.zip.GZIPOutputStream`` at ``Deflater`` level 6: a 10-byte header with no
+  name and no time and OS byte 255 (JDK 16 on), one raw deflate stream from zlib (level 6,
+  window 15, memory level 8), CRC-32 and size;
+* snappy: snappy-java's ``SnappyOutputStream`` framing, 32 KiB blocks;
+* lz4: Kafka's ``Lz4BlockOutputStream``: frame descriptor FLG 0x60 (version 1, independent
+  blocks, no block or content checksum, no content size), BD 0x40 (64 KiB blocks), header
+  checksum 0x82; each block compressed by LZ4's fast compressor at the default level 9, or by
+  LZ4 HC at any other level, and stored uncompressed (high bit of its size set) when that is
+  not smaller; an end mark of four zero bytes;
+* zstd: zstd-jni's streaming ``ZstdOutputStream`` behind a ``BufferedOutputStream``, as Kafka
+  closes it: the input compressed, one flush (a block that is not the last), then the end of
+  the frame (an empty last block); no content size, no checksum.
 
 Reading is strict: bytes after the last complete member, frame or block are refused as corrupt
 (Java's ``GZIPInputStream`` would skip junk after a gzip member; no producer writes any).
@@ -97,10 +113,21 @@ _BY_NAME: dict[str, Compression] = {c.name.lower(): c for c in Compression}
 _BY_NAME["uncompressed"] = Compression.NONE
 
 # Levels the Java client uses by default (KIP-390): gzip Deflater.DEFAULT_COMPRESSION (6),
-# lz4 9 (LZ4 HC), zstd 3.
+# lz4 9 (which Kafka maps to LZ4's fast compressor, not to LZ4 HC level 9), zstd 3.
 DEFAULT_GZIP_LEVEL = 6
 DEFAULT_LZ4_LEVEL = 9
 DEFAULT_ZSTD_LEVEL = 3
+
+#: java.util.zip.GZIPOutputStream's header: magic, deflate, no flags, no mtime, no extra flags,
+#: OS 255 ("unknown", what JDK 16 and later write).
+_GZIP_HEADER = bytes([0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 0xFF])
+_GZIP_TRAILER = struct.Struct("<II")  # CRC-32, input size mod 2^32
+#: Kafka's LZ4 frame header: magic, FLG 0x60, BD 0x40 (64 KiB blocks), header checksum (the
+#: second byte of xxHash32 of FLG and BD, a constant for these two bytes).
+_KAFKA_LZ4_HEADER = bytes([0x04, 0x22, 0x4D, 0x18, 0x60, 0x40, 0x82])
+_KAFKA_LZ4_BLOCK_SIZE = 64 * 1024
+_LZ4_UNCOMPRESSED_BLOCK = 0x80000000
+_UINT32_LE = struct.Struct("<I")
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_VERSION = 1
@@ -134,20 +161,47 @@ def compress(codec: Compression | int, data: Buffer, level: int | None = None) -
     if codec is Compression.NONE:
         return bytes(data)
     if codec is Compression.GZIP:
-        return bytes(
-            cramjam.gzip.compress(data, level=DEFAULT_GZIP_LEVEL if level is None else level)
-        )
+        return _gzip_compress(data, DEFAULT_GZIP_LEVEL if level is None else level)
     if codec is Compression.SNAPPY:
         return _xerial_snappy_compress(data)
     if codec is Compression.LZ4:
-        compressor = cramjam.lz4.Compressor(
-            level=DEFAULT_LZ4_LEVEL if level is None else level,
-            content_checksum=False,
-            block_linked=False,
-        )
-        compressor.compress(data)
-        return bytes(compressor.finish())
-    return bytes(cramjam.zstd.compress(data, level=DEFAULT_ZSTD_LEVEL if level is None else level))
+        return _kafka_lz4_compress(data, DEFAULT_LZ4_LEVEL if level is None else level)
+    compressor = cramjam.zstd.Compressor(level=DEFAULT_ZSTD_LEVEL if level is None else level)
+    compressor.compress(data)
+    flushed = bytes(compressor.flush())
+    return flushed + bytes(compressor.finish())
+
+
+def _gzip_compress(data: Buffer, level: int) -> bytes:
+    # Python's zlib is the zlib Java's Deflater wraps (the system's, on Linux): same level,
+    # window and memory level give the same deflate stream.
+    deflater = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS, 8)
+    body = deflater.compress(data) + deflater.flush()
+    view = memoryview(data).cast("B")
+    trailer = _GZIP_TRAILER.pack(zlib.crc32(view), view.nbytes & 0xFFFFFFFF)
+    return _GZIP_HEADER + body + trailer
+
+
+def _kafka_lz4_compress(data: Buffer, level: int) -> bytes:
+    view = memoryview(data).cast("B")
+    fast = level == DEFAULT_LZ4_LEVEL
+    parts = [_KAFKA_LZ4_HEADER]
+    for start in range(0, view.nbytes, _KAFKA_LZ4_BLOCK_SIZE):
+        block = view[start : start + _KAFKA_LZ4_BLOCK_SIZE]
+        if fast:
+            packed = bytes(cramjam.lz4.compress_block(block, mode="default", store_size=False))
+        else:
+            packed = bytes(
+                cramjam.lz4.compress_block(
+                    block, mode="high_compression", compression=level, store_size=False
+                )
+            )
+        if len(packed) >= block.nbytes:
+            parts += [_UINT32_LE.pack(block.nbytes | _LZ4_UNCOMPRESSED_BLOCK), bytes(block)]
+        else:
+            parts += [_UINT32_LE.pack(len(packed)), packed]
+    parts.append(_UINT32_LE.pack(0))  # end mark
+    return b"".join(parts)
 
 
 def _xerial_snappy_compress(data: Buffer) -> bytes:

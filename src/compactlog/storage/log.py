@@ -273,12 +273,7 @@ class Log:
                         log_append_time=duplicate.timestamp,
                         duplicate=True,
                     )
-            segment.append(
-                validated.last_offset,
-                validated.max_timestamp,
-                validated.offset_of_max_timestamp,
-                validated.data,
-            )
+            segment.append(validated.data)
             self._next_offset = validated.last_offset + 1
             if producer_append is not None:
                 self._producer_state.update(producer_append)

@@ -1,10 +1,15 @@
 """One segment: a ``.log`` file and its offset and time indexes (Kafka's ``LogSegment``).
 
 A segment is named by its base offset, rendered as 20 decimal digits. Only the active (last)
-segment of a log receives appends. The indexing rule is Kafka's (spec 2.7): before an append is
-counted, if more than ``index.interval.bytes`` were appended since the last index entry, an entry
-``(largest offset of this append, position where this append starts)`` is added, so the first
-append of a segment is never indexed.
+segment of a log receives appends. The indexing rule is Kafka 4.4's ``LogSegment.append``: the
+appended bytes are whole batches, and for each batch in turn, its max timestamp updates the
+segment's largest timestamp (with the batch's last offset), then, if more than
+``index.interval.bytes`` were written since the last index entry, an offset-index entry
+``(batch's last offset, batch's position)`` and a time-index entry (the largest timestamp so
+far, its offset) are added, then the batch's size is counted. So the first batch of a segment
+is never indexed, and a multi-batch append (a cleaned chunk, a producer's request) is indexed
+batch by batch. (Kafka 4.0 indexed once per append call, at the append's start; 4.4 is the
+reference here.)
 
 Recovery (:meth:`LogSegment.recover`, spec 1.6) re-reads the file, checks every batch (framing,
 CRC, offset range), rebuilds both indexes with the same rule applied per batch, and truncates the
@@ -15,8 +20,11 @@ from __future__ import annotations
 
 import os
 import random
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+import numpy as np
 
 from compactlog.errors import CompactlogError, CorruptRecordError
 from compactlog.records import is_crc_valid
@@ -24,8 +32,38 @@ from compactlog.storage.file_records import FileBatch, iter_file_batches
 from compactlog.storage.fs import FileHandle, FileSystem
 from compactlog.storage.index import OffsetIndex, TimeIndex
 
-# (largest offset, largest timestamp, offset of the largest timestamp, byte length)
-AppendPiece = tuple[int, int, int, int]
+#: The header fields an append's bookkeeping reads: baseOffset (0), lastOffsetDelta (23),
+#: maxTimestamp (35), and batchLength (8), which counts the bytes after the first 12.
+_BASE_OFFSET = struct.Struct(">q")
+_LENGTH = struct.Struct(">i")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_MAX_TIMESTAMP = struct.Struct(">q")
+_LOG_OVERHEAD = 12
+
+
+@dataclass(frozen=True)
+class AppendedBatches:
+    """The batches of one append, one entry each, in file order: last offset, max timestamp
+    (as in the batch header) and size in bytes."""
+
+    last_offsets: np.ndarray
+    max_timestamps: np.ndarray
+    sizes: np.ndarray
+
+    @classmethod
+    def of(cls, data: bytes | bytearray | memoryview) -> AppendedBatches:
+        """Read the header fields of every batch of ``data`` (whole, valid batches)."""
+        last, max_ts, sizes = [], [], []
+        position, end = 0, len(data)
+        while position < end:
+            size = _LENGTH.unpack_from(data, position + 8)[0] + _LOG_OVERHEAD
+            base = _BASE_OFFSET.unpack_from(data, position)[0]
+            last.append(base + _LAST_OFFSET_DELTA.unpack_from(data, position + 23)[0])
+            max_ts.append(_MAX_TIMESTAMP.unpack_from(data, position + 35)[0])
+            sizes.append(size)
+            position += size
+        return cls(np.array(last, np.int64), np.array(max_ts, np.int64), np.array(sizes, np.int64))
+
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -172,51 +210,63 @@ class LogSegment:
                 f"{self.base_offset} (relative offsets are 32-bit)"
             )
 
-    def append(
-        self,
-        largest_offset: int,
-        largest_timestamp: int,
-        offset_of_max_timestamp: int,
-        data: bytes | bytearray,
-    ) -> None:
-        """Append whole batches whose last offset is ``largest_offset``."""
+    def append(self, data: bytes | bytearray | memoryview) -> None:
+        """Append whole batches (their headers give the bookkeeping: see the module doc)."""
         if data:
-            self.append_pieces(
-                data, [(largest_offset, largest_timestamp, offset_of_max_timestamp, len(data))]
-            )
+            self.append_batches(data, AppendedBatches.of(data))
 
-    def append_pieces(
-        self, data: bytes | bytearray | memoryview, pieces: list[AppendPiece]
+    def append_batches(
+        self, data: bytes | bytearray | memoryview, batches: AppendedBatches
     ) -> None:
-        """Several :meth:`append` calls in one write: ``data`` is the pieces back to back, and
-        each piece gets exactly the index and timestamp bookkeeping its own ``append`` would
-        have had (``(largest_offset, largest_timestamp, offset_of_max_timestamp, length)``)."""
+        """Append ``data``, the whole batches ``batches`` describes, in one write."""
+        if not len(batches.sizes):
+            return
+        self.check_offset_in_range(int(batches.last_offsets.max()))
         start = self._size
-        for largest_offset, _, _, _ in pieces:
-            self.check_offset_in_range(largest_offset)
         self._log.write_at(start, data)
         with self.offset_index.batched_writes(), self.time_index.batched_writes():
-            self._index_pieces(start, pieces)
+            self._index_batches(start, batches)
 
-    def _index_pieces(self, start: int, pieces: list[AppendPiece]) -> None:
-        position = start
-        for largest_offset, largest_timestamp, offset_of_max_timestamp, length in pieces:
-            if not length:
-                continue
-            if position == 0:
-                self._rolling_based_timestamp = largest_timestamp
-                self._rolling_based_timestamp_known = True
-            if largest_timestamp > self.max_timestamp_so_far:
-                self._max_timestamp = largest_timestamp
-                self._offset_of_max_timestamp = offset_of_max_timestamp
-            if self.bytes_since_last_index_entry > self.settings.index_interval_bytes:
-                self.offset_index.append(largest_offset, position)
-                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-                self.bytes_since_last_index_entry = 0
-            self.bytes_since_last_index_entry += length
-            position += length
-            self._next_offset = largest_offset + 1
-        self._size = position
+    def _index_batches(self, start: int, batches: AppendedBatches) -> None:
+        """Kafka 4.4's per-batch bookkeeping, vectorized: the entries are found by searching
+        the running byte count, not by visiting every batch in Python."""
+        sizes, last, max_ts = batches.sizes, batches.last_offsets, batches.max_timestamps
+        n = len(sizes)
+        if start == 0:
+            self._rolling_based_timestamp = int(max_ts[0])
+            self._rolling_based_timestamp_known = True
+        # ends[i]: bytes written by batches 0..i-1 of this append; the count of bytes since the
+        # last entry before batch i is (carried + ends[i]) until an entry resets it.
+        ends = np.zeros(n + 1, np.int64)
+        np.cumsum(sizes, out=ends[1:])
+        # Largest timestamp so far before each batch's index check (the batch's own included),
+        # and the batch where it was first reached (a later equal one does not move it).
+        running = np.maximum.accumulate(max_ts)
+        raised = np.flatnonzero(np.r_[True, max_ts[1:] > running[:-1]])
+        interval = self.settings.index_interval_bytes
+        base = -self.bytes_since_last_index_entry  # ends[i] - base = bytes since, before batch i
+        i = 0
+        while True:
+            i = int(np.searchsorted(ends, base + interval, side="right"))
+            if i >= n:
+                break
+            self._raise_max_timestamp(running, raised, last, i)
+            self.offset_index.append(int(last[i]), start + int(ends[i]))
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            base = int(ends[i])  # reset to 0, then this batch's size is counted
+        self._raise_max_timestamp(running, raised, last, n - 1)
+        self.bytes_since_last_index_entry = int(ends[n]) - base
+        self._size = start + int(ends[n])
+        self._next_offset = int(last[n - 1]) + 1
+
+    def _raise_max_timestamp(
+        self, running: np.ndarray, raised: np.ndarray, last: np.ndarray, i: int
+    ) -> None:
+        """The segment's largest timestamp after batch ``i`` of the append was counted."""
+        if int(running[i]) > self.max_timestamp_so_far:
+            first = int(raised[np.searchsorted(raised, i, side="right") - 1])
+            self._max_timestamp = int(running[i])
+            self._offset_of_max_timestamp = int(last[first])
 
     # --- reading ------------------------------------------------------------------------
     def batches(self, start_position: int = 0) -> Iterator[FileBatch]:

@@ -22,6 +22,9 @@ the smallest dedupe buffer Kafka accepts (``log.cleaner.dedupe.buffer.size`` mus
   (the one difference with a reason, see ``SNAPPY_PAYLOAD`` in tests/kafka/differential.py);
 * ``idempotent``: two idempotent producers; the first one's last batch is superseded and kept
   as an empty batch, then dropped once that producer writes again;
+* ``compact-delete``: ``compact,delete`` with an hour of retention and a dirty ratio that never
+  qualifies: nothing is cleaned, retention (which Kafka's cleaner threads run for such logs)
+  deletes the segments older than the hour and moves the log start offset;
 * ``index-full``: ``segment.index.bytes`` of 48 and ``index.interval.bytes`` of 0: two
   segments fit a group by their index sizes, but the cleaned segment indexes every batch of
   the group and its time index overflows: Kafka marks the partition uncleanable.
@@ -88,6 +91,17 @@ TOPICS = [
     Topic("big-codecs", 1, COMPACT),
     Topic("big-snappy", 1, COMPACT),
     Topic("idempotent", 1, COMPACT),
+    Topic(
+        "compact-delete",
+        1,
+        {
+            **COMPACT,
+            "cleanup.policy": "compact,delete",
+            "retention.ms": str(HOUR),
+            "min.cleanable.dirty.ratio": "1",
+        },
+        natural=True,
+    ),
     Topic("index-full", 1, {**COMPACT, "segment.index.bytes": "48", "index.interval.bytes": "0"}),
 ]
 
@@ -195,6 +209,18 @@ def stage_one(p: RawProducer, producers: dict[str, Producer], start: int) -> Non
         p.send(topic, 0, [(b"k0000", b"active")], c.roll())
 
     c = Clock(start)
+    for n in range(20):  # two old segments, then a recent one and the active one
+        p.send(
+            "compact-delete",
+            0,
+            [(b"k%d" % (n % 4), b"v%d" % n)],
+            c.roll() if n % 5 == 0 else c.tick(),
+        )
+    c = Clock(now - 10 * MINUTE)
+    p.send("compact-delete", 0, [(b"k0", b"recent")], c.tick())
+    p.send("compact-delete", 0, [(b"k1", b"active")], c.roll())
+
+    c = Clock(start)
     for n in range(9):
         p.send("index-full", 0, [(b"key-%d" % n, b"value")], c.roll() if n % 3 == 0 else c.tick())
     p.send("index-full", 0, [(b"key-0", b"active")], c.roll())
@@ -298,6 +324,7 @@ def test_kafka_and_compactlog_clean_the_same_logs_the_same_way(
     cleaned = set(first.kafka_checkpoint)
     assert ("max-lag", 0) in cleaned and ("max-lag-recent", 0) not in cleaned
     assert first.kafka_uncleanable == {"index-full-0"}
+    assert first.kafka_log_start[("compact-delete", 0)] == 20  # retention moved it
     # What the workloads are there to show, as Kafka did it (and compactlog, byte for byte):
     # the seed's tombstone survives its first cleaning, stamped; the first idempotent
     # producer's superseded last batch stays as an empty batch; the keyless batch at the end of

@@ -118,7 +118,13 @@ class Served:
         self.proc.wait(120)
 
 
-def bench_produce(bootstrap: str, topic: str, records: int, acks: str) -> float:
+def bench_produce(
+    bootstrap: str,
+    topic: str,
+    records: int,
+    acks: str,
+    make_batches: Callable[[int], Iterator[list[tuple[bytes, bytes]]]] = batches,
+) -> float:
     """Records/s from the first produce to the end of flush(); every record acknowledged.
 
     Records go in with ``produce_batch`` (5,000 a call) and librdkafka reports failed deliveries
@@ -152,7 +158,7 @@ def bench_produce(bootstrap: str, topic: str, records: int, acks: str) -> float:
             failed += 1
 
     started = time.perf_counter()
-    for batch in batches(records):
+    for batch in make_batches(records):
         messages = [{"key": key, "value": value} for key, value in batch]
         queued = producer.produce_batch(topic, messages, partition=0, on_delivery=delivered)
         if queued != len(messages):  # the queue holds every record: this is not back-pressure

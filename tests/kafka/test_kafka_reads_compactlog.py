@@ -211,9 +211,14 @@ def test_kafka_dump_log_prints_what_compactlog_dump_log_prints(written: Written)
 
 
 def test_kafka_index_checks_pass(written: Written) -> None:
+    """``kafka-dump-log --deep-iteration --index-sanity-check`` over every file: each index
+    passes Kafka's start-up sanity check, every batch is valid; and ``--verify-index-only``
+    finds no index entry that misses its batch or its timestamp."""
     indexes = written.files(".index", ".timeindex")
-    stdout, stderr = kafka_dump("--index-sanity-check", files=indexes)
-    verdicts = [line for line in stdout if not line.startswith("Dumping ")]
+    files = written.files(".log", ".index", ".timeindex", ".snapshot")
+    stdout, stderr = kafka_dump("--deep-iteration", "--index-sanity-check", files=files)
+    assert "isvalid: false" not in "\n".join(stdout)
+    verdicts = [line for line in stdout if line.endswith(("sanity check.", "is empty."))]
     assert len(verdicts) == len(indexes)
     assert all(v.endswith(("passed sanity check.", "is empty.")) for v in verdicts), verdicts
     assert sum(v.endswith("passed sanity check.") for v in verdicts) > 10

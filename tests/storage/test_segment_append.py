@@ -1,5 +1,8 @@
 """``LogSegment.append``: Kafka 4.4's bookkeeping, one batch at a time, however they arrive.
 
+``append`` runs Kafka's loop in Python; ``append_batches`` (the cleaner's) runs it vectorized
+from 32 batches on: both must agree with each other and with the loop written out below.
+
 Kafka 4.4's ``LogSegment.append`` walks the batches of an append: each raises the segment's
 largest timestamp (with its last offset), then is indexed if more than ``index.interval.bytes``
 were written since the last entry, then counts its bytes. The vectorized implementation must
@@ -16,7 +19,7 @@ import pytest
 
 from compactlog.records import build_batch
 from compactlog.storage.fs import OsFileSystem
-from compactlog.storage.segment import LogSegment, SegmentSettings
+from compactlog.storage.segment import AppendedBatches, LogSegment, SegmentSettings
 
 FILES = ("00000000000000000000.log", "00000000000000000000.index", "00000000000000000000.timeindex")
 
@@ -73,14 +76,15 @@ def kafka_44_bookkeeping(batches: list[bytes], interval: int) -> tuple[list, lis
 def test_one_append_of_many_batches_indexes_each_batch(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     interval = rng.choice([0, 1, 100, 250, 700, 4096])
-    batches = _batches(rng, rng.randint(1, 60))
+    batches = _batches(rng, rng.randint(1, 90))  # both sides of the vectorizing threshold
     one_by_one = _segment(tmp_path / "appends", interval)
     for batch in batches:
         one_by_one.append(batch)
     together = _segment(tmp_path / "together", interval)
     cut = rng.randint(0, len(batches))
-    together.append(b"".join(batches[:cut]))
-    together.append(b"".join(batches[cut:]))
+    for part in (b"".join(batches[:cut]), b"".join(batches[cut:])):
+        # As the cleaner appends a region: many batches, the bookkeeping vectorized.
+        together.append_batches(part, AppendedBatches.of(part))
     for segment in (one_by_one, together):
         segment.flush()
         segment.close()

@@ -273,7 +273,11 @@ class Log:
                         log_append_time=duplicate.timestamp,
                         duplicate=True,
                     )
-            segment.append(validated.data)
+            if validated.batch_count == 1:  # a producer's append: its header is known
+                fields = [(validated.last_offset, validated.max_timestamp, len(validated.data))]
+                segment.append(validated.data, fields)
+            else:
+                segment.append(validated.data)
             self._next_offset = validated.last_offset + 1
             if producer_append is not None:
                 self._producer_state.update(producer_append)

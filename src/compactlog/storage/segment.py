@@ -32,12 +32,10 @@ from compactlog.storage.file_records import FileBatch, iter_file_batches
 from compactlog.storage.fs import FileHandle, FileSystem
 from compactlog.storage.index import OffsetIndex, TimeIndex
 
-#: The header fields an append's bookkeeping reads: baseOffset (0), lastOffsetDelta (23),
-#: maxTimestamp (35), and batchLength (8), which counts the bytes after the first 12.
-_BASE_OFFSET = struct.Struct(">q")
-_LENGTH = struct.Struct(">i")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
-_MAX_TIMESTAMP = struct.Struct(">q")
+#: The header fields an append's bookkeeping reads, in one unpack: baseOffset (at 0),
+#: batchLength (8; it counts the bytes after the first 12), lastOffsetDelta (23), maxTimestamp
+#: (35).
+_BOOKKEEPING = struct.Struct(">qi11xi8xq")
 _LOG_OVERHEAD = 12
 
 
@@ -53,16 +51,28 @@ class AppendedBatches:
     @classmethod
     def of(cls, data: bytes | bytearray | memoryview) -> AppendedBatches:
         """Read the header fields of every batch of ``data`` (whole, valid batches)."""
-        last, max_ts, sizes = [], [], []
-        position, end = 0, len(data)
-        while position < end:
-            size = _LENGTH.unpack_from(data, position + 8)[0] + _LOG_OVERHEAD
-            base = _BASE_OFFSET.unpack_from(data, position)[0]
-            last.append(base + _LAST_OFFSET_DELTA.unpack_from(data, position + 23)[0])
-            max_ts.append(_MAX_TIMESTAMP.unpack_from(data, position + 35)[0])
-            sizes.append(size)
-            position += size
-        return cls(np.array(last, np.int64), np.array(max_ts, np.int64), np.array(sizes, np.int64))
+        fields = batch_fields(data)
+        return cls(
+            np.array([f[0] for f in fields], np.int64),
+            np.array([f[1] for f in fields], np.int64),
+            np.array([f[2] for f in fields], np.int64),
+        )
+
+
+def batch_fields(data: bytes | bytearray | memoryview) -> list[tuple[int, int, int]]:
+    """(last offset, max timestamp, size) of every batch of ``data`` (whole, valid batches)."""
+    fields = []
+    position, end = 0, len(data)
+    while position < end:
+        base, length, last_delta, max_ts = _BOOKKEEPING.unpack_from(data, position)
+        fields.append((base + last_delta, max_ts, length + _LOG_OVERHEAD))
+        position += length + _LOG_OVERHEAD
+    return fields
+
+
+#: Below this many batches an append is bookkept batch by batch in Python (numpy's calls cost
+#: more than they save on a few batches, and a producer's append is one batch); above, vectorized.
+_VECTORIZE_FROM = 32
 
 
 LOG_SUFFIX = ".log"
@@ -210,26 +220,67 @@ class LogSegment:
                 f"{self.base_offset} (relative offsets are 32-bit)"
             )
 
-    def append(self, data: bytes | bytearray | memoryview) -> None:
-        """Append whole batches (their headers give the bookkeeping: see the module doc)."""
+    def append(
+        self,
+        data: bytes | bytearray | memoryview,
+        fields: list[tuple[int, int, int]] | None = None,
+    ) -> None:
+        """Append whole batches: the bookkeeping (see the module doc) reads their headers, or
+        takes ``fields``, the (last offset, max timestamp, size) of each, if the caller has
+        them."""
         if data:
-            self.append_batches(data, AppendedBatches.of(data))
+            fields = batch_fields(data) if fields is None else fields
+            self.check_offset_in_range(fields[-1][0])  # last offsets only grow
+            self._append(data, fields)
 
     def append_batches(
         self, data: bytes | bytearray | memoryview, batches: AppendedBatches
     ) -> None:
         """Append ``data``, the whole batches ``batches`` describes, in one write."""
-        if not len(batches.sizes):
+        n = len(batches.sizes)
+        if not n:
             return
         self.check_offset_in_range(int(batches.last_offsets.max()))
+        if n < _VECTORIZE_FROM:
+            fields = zip(
+                batches.last_offsets.tolist(),
+                batches.max_timestamps.tolist(),
+                batches.sizes.tolist(),
+                strict=True,
+            )
+            self._append(data, list(fields))
+            return
         start = self._size
         self._log.write_at(start, data)
         with self.offset_index.batched_writes(), self.time_index.batched_writes():
             self._index_batches(start, batches)
 
+    def _append(
+        self, data: bytes | bytearray | memoryview, fields: list[tuple[int, int, int]]
+    ) -> None:
+        """Kafka 4.4's ``LogSegment.append`` loop, batch by batch (for a few batches)."""
+        start = self._size
+        self._log.write_at(start, data)
+        position = start
+        with self.offset_index.batched_writes(), self.time_index.batched_writes():
+            for last, max_ts, size in fields:
+                if position == 0:
+                    self._rolling_based_timestamp = max_ts
+                    self._rolling_based_timestamp_known = True
+                if max_ts > self.max_timestamp_so_far:
+                    self._max_timestamp, self._offset_of_max_timestamp = max_ts, last
+                if self.bytes_since_last_index_entry > self.settings.index_interval_bytes:
+                    self.offset_index.append(last, position)
+                    self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                    self.bytes_since_last_index_entry = 0
+                self.bytes_since_last_index_entry += size
+                position += size
+        self._size = position
+        self._next_offset = fields[-1][0] + 1
+
     def _index_batches(self, start: int, batches: AppendedBatches) -> None:
-        """Kafka 4.4's per-batch bookkeeping, vectorized: the entries are found by searching
-        the running byte count, not by visiting every batch in Python."""
+        """:meth:`_append`'s loop, vectorized for many batches (a cleaned region): the entries
+        are found by searching the running byte count, not by visiting every batch."""
         sizes, last, max_ts = batches.sizes, batches.last_offsets, batches.max_timestamps
         n = len(sizes)
         if start == 0:

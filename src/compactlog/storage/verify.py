@@ -147,11 +147,11 @@ def _verify_index(
     try:
         zero_tail: list[Problem] | None = [] if active_after_crash else None
         if kind == INDEX_SUFFIX:
-            entries, length = _read_index_entries(path, _OFFSET_ENTRY)
-            problems = _check_offset_index(path, base, entries, length, scan, zero_tail)
+            entries, length, zeros = _read_index_entries(path, _OFFSET_ENTRY)
+            problems = _check_offset_index(path, base, entries, length, scan, zeros, zero_tail)
         else:
-            entries, length = _read_index_entries(path, _TIME_ENTRY)
-            problems = _check_time_index(path, base, entries, length, scan, zero_tail)
+            entries, length, zeros = _read_index_entries(path, _TIME_ENTRY)
+            problems = _check_time_index(path, base, entries, length, scan, zeros, zero_tail)
         report.problems += problems
         for note in zero_tail or ():
             report.notes.append(

@@ -273,3 +273,17 @@ def test_the_spark_report_reads_the_catalog_the_store_would_adopt(
         "stray": (1, False),
     }
     assert tree_hashes(data) == before  # a report writes nothing
+
+
+def test_a_kafka_log_dir_whose_metadata_log_is_elsewhere_gets_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = tmp_path / "data"
+    partition_dirs(data, "orders", 1, new_id())
+    (data / "meta.properties").write_text("node.id=1\nversion=1\n")
+    with caplog.at_level(logging.WARNING, "compactlog"), Store.open(data) as store:
+        assert store.topic_info("orders").overrides == {}
+    assert any("without Kafka's metadata log" in r.getMessage() for r in caplog.records)
+    (data / "compactlog-topics.json").unlink()
+    notes = [str(n) for n in verify_data_dir(str(data)).notes]
+    assert any("compaction included, are unknown" in n for n in notes)

@@ -26,7 +26,9 @@ Theory of operation of :func:`load_catalog`, run by every :meth:`Store.open
   kept. Kafka's static ``server.properties`` is not in the log: pass those settings to
   ``Store.open`` as before.
 * **No catalog file otherwise**, and for partition directories whose topic the metadata does
-  not know: those topics are adopted with default configs and a new topic id.
+  not know: those topics are adopted with default configs and a new topic id. A Kafka log
+  directory (``meta.properties``) whose metadata log lives elsewhere (Kafka's
+  ``metadata.log.dir``, another log directory) gets a warning that its configs are unknown.
 * **Later opens.** The catalog file is the catalog. When a metadata log is present it is read
   again, and where the two disagree:
 
@@ -70,6 +72,8 @@ from compactlog.storage.config import (
 )
 from compactlog.storage.fs import FileSystem, write_file_atomically
 from compactlog.storage.kraft_metadata import (
+    META_PROPERTIES,
+    METADATA_DIR,
     METADATA_TOPIC,
     KraftMetadata,
     KraftTopic,
@@ -259,6 +263,11 @@ def _warn_dropped(name: str, dropped: list[str]) -> None:
         )
 
 
+def is_kafka_log_dir(fs: FileSystem, data_dir: str) -> bool:
+    """Whether Kafka formatted ``data_dir`` (every Kafka log directory has ``meta.properties``)."""
+    return fs.exists(os.path.join(data_dir, META_PROPERTIES))
+
+
 def _hosted(topic: KraftTopic, dirs: Mapping[str, set[int]]) -> bool:
     return topic.partitions > 0 and any(p < topic.partitions for p in dirs.get(topic.name, ()))
 
@@ -308,6 +317,16 @@ def _adopt(
                 metadata.path,
                 ", ".join(sorted(topics)),
             )
+    if metadata is None and dirs and announce and is_kafka_log_dir(fs, data_dir):
+        logger.warning(
+            "%s is a Kafka log directory (it has %s) without Kafka's metadata log %s: its "
+            "topics' configs are unknown here and are adopted as defaults, so a compacted topic "
+            "becomes a delete topic; to keep them, copy the metadata log (Kafka's "
+            "metadata.log.dir) beside the partition directories before the first open",
+            data_dir,
+            META_PROPERTIES,
+            METADATA_DIR,
+        )
     for name, partitions in sorted(dirs.items()):
         if name in topics:
             continue

@@ -96,7 +96,11 @@ from compactlog.storage.segment import (
     TXN_INDEX_SUFFIX,
 )
 from compactlog.storage.store import CLEAN_SHUTDOWN_FILE, LOCK_FILE
-from compactlog.storage.topic_catalog import PARTITION_METADATA_FILE, TOPICS_FILE
+from compactlog.storage.topic_catalog import (
+    PARTITION_METADATA_FILE,
+    TOPICS_FILE,
+    is_kafka_log_dir,
+)
 from compactlog.storage.topic_names import parse_partition_dir_name, parse_special_dir_name
 
 _KNOWN_PARTITION_FILES: Final = frozenset({PARTITION_METADATA_FILE, "leader-epoch-checkpoint"})
@@ -334,10 +338,18 @@ def _read_metadata(report: VerifyReport, root: str, *, required: bool) -> KraftM
         return None
 
 
-def _adoption_note(metadata: KraftMetadata | None, dirs: dict[tuple[str, int], str]) -> str:
+def _adoption_note(
+    root: str, metadata: KraftMetadata | None, dirs: dict[tuple[str, int], str]
+) -> str:
     topics = {topic for topic, _ in dirs}
     if metadata is None:
-        return f"no {TOPICS_FILE}: the store adopts these partitions with default configs"
+        note = f"no {TOPICS_FILE}: the store adopts these partitions with default configs"
+        if is_kafka_log_dir(OsFileSystem(), root):
+            note += (
+                f" (a Kafka log directory without Kafka's metadata log {METADATA_DIR}: its "
+                "topics' configs, compaction included, are unknown)"
+            )
+        return note
     known = sorted(t for t in topics if t in metadata.topics)
     unknown = sorted(topics - set(known))
     note = (
@@ -418,7 +430,7 @@ def verify_data_dir(path: str) -> VerifyReport:
             continue
         partition_dirs[parsed] = full
     if topics is None and partition_dirs and not os.path.isfile(os.path.join(root, TOPICS_FILE)):
-        report.notes.append(Problem(root, None, _adoption_note(metadata, partition_dirs)))
+        report.notes.append(Problem(root, None, _adoption_note(root, metadata, partition_dirs)))
     for topic, (count, _) in sorted((topics or {}).items()):
         for partition in range(count):
             if (topic, partition) not in partition_dirs:

@@ -470,6 +470,15 @@ def test_the_store_adopts_kafkas_topics_and_reads_what_kafkas_consumer_reads(
         for partition, codec in enumerate(CODECS):
             batches = store.log("codecs", partition).iter_batches(0)
             assert {b.header.compression for b in batches} == {Compression.from_name(codec)}
+        # Producer state from Kafka's snapshots (plus, after the kill, the replayed tail): one
+        # idempotent producer per codec partition, its last sequence its record count - 1.
+        for partition in range(len(CODECS)):
+            count = sum(r.partition == partition for r in case.records["codecs"])
+            sequences = [s.last_sequence for s in store.producer_state("codecs", partition)]
+            tail = 5 if case.kind == "killed" and partition == 3 else 0
+            assert sorted(sequences) == sorted([count - tail - 1] + ([tail - 1] if tail else []))
+        (txn_producer,) = store.producer_state("txn", 0)
+        assert txn_producer.current_txn_start_offset == -1  # every transaction ended
         assert len(store.segments("rolled", 0)) >= 5
         assert any(data.glob("txn-0/*.txnindex"))
         assert any(data.glob("compacted-0/*.snapshot"))

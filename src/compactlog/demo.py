@@ -33,7 +33,8 @@ from rich.table import Table
 
 import compactlog  # noqa: F401 - installs the log cleaner into the store
 from compactlog.storage.partitioner import partition_for_key
-from compactlog.storage.store import TOPICS_FILE, Store
+from compactlog.storage.store import Store
+from compactlog.storage.topic_catalog import TOPICS_FILE
 
 console = Console()
 

@@ -1758,3 +1758,39 @@ def test_a_round_without_keyless_records_logs_no_warning(
     caplog.set_level(logging.INFO, logger="compactlog.cleaner")
     assert store.clean(clock.now).stats.invalid_messages == 0
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_log_with_kafkas_aborted_transactions_is_not_cleaned(
+    open_store: StoreFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A ``.txnindex`` (Kafka's record of aborted transactions) in the range a round rewrites:
+    this cleaner would keep the aborted records as committed, so it refuses the log."""
+    store = new_store(open_store)
+    put(store, T, *keys("a", "b"))
+    store.roll(T, 0)
+    put(store, T, *keys("a", "b", value=b"w"))
+    store.roll(T, 0)
+    before = state(store)
+    segment = store.log(T, 0).segments()[0]
+    with open(segment.txn_index_path, "wb") as f:
+        f.write(bytes(34))  # one AbortedTxn entry
+    with caplog.at_level(logging.WARNING, "compactlog"):
+        result = store.clean_log(T, 0)
+    assert "records aborted transactions" in result.uncleanable[(T, 0)]
+    assert state(store) == before
+    assert os.path.getsize(segment.txn_index_path) == 34
+
+
+def test_an_empty_transaction_index_does_not_stop_the_cleaner(open_store: StoreFactory) -> None:
+    store = new_store(open_store)
+    put(store, T, *keys("a", "b"))
+    store.roll(T, 0)
+    put(store, T, *keys("a", "b", value=b"w"))
+    store.roll(T, 0)
+    txn_index = store.log(T, 0).segments()[0].txn_index_path
+    open(txn_index, "wb").close()
+    result = store.clean_log(T, 0)
+    assert not result.uncleanable
+    assert state(store) == [(2, b"a", b"w"), (3, b"b", b"w")]
+    assert not os.path.exists(txn_index)  # it went with the replaced segment
+    assert os.path.exists(txn_index + ".deleted")

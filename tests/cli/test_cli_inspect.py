@@ -179,7 +179,11 @@ def test_an_unclean_shutdown_leaves_preallocated_indexes(tmp_path: Path) -> None
     store.append("t", 0, [(b"k", b"v")])
     store.abandon()
     report = verify_data_dir(str(tmp_path / "data"))
-    assert any("are zero: pre-allocated space never trimmed" in p for p in problems(report))
+    # The active segment of a crashed writer (compactlog, or Kafka after a SIGKILL): its
+    # pre-allocated index space is what the loader rebuilds anyway, so a note, not a problem.
+    assert report.ok, problems(report)
+    zero_notes = [str(n) for n in report.notes if "are zero: pre-allocated space" in str(n)]
+    assert len(zero_notes) == 2 and all("after an unclean stop" in n for n in zero_notes)
     assert any(".kafka_cleanshutdown" in str(n) for n in report.notes)
     # dump-log stops at the first zero entry, as Kafka's does, then reports the zero space.
     index = tmp_path / "data" / "t-0" / f"{SEG0}.index"
@@ -191,6 +195,24 @@ def test_an_unclean_shutdown_leaves_preallocated_indexes(tmp_path: Path) -> None
     # Opening the store repairs it.
     Store.open(tmp_path / "data").close()
     assert verify_data_dir(str(tmp_path / "data")).ok
+    assert not any("are zero" in str(n) for n in verify_data_dir(str(tmp_path / "data")).notes)
+
+
+def test_zero_index_space_is_a_problem_after_a_clean_shutdown_or_before_the_last_segment(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    with Store.open(data, clock=Clock()) as store:
+        store.create_topic("t")
+        store.append("t", 0, [(b"k", b"v")])
+        store.roll("t", 0)
+        store.append("t", 0, [(b"k", b"w")])
+    first = data / "t-0" / f"{SEG0}.index"
+    with first.open("ab") as f:
+        f.write(bytes(8 * 4))  # zero entries after the real ones of an inactive segment
+    assert any("are zero" in p for p in problems(verify_data_dir(str(data))))
+    (data / ".kafka_cleanshutdown").unlink()  # still a problem: not the crashed active segment
+    assert any("are zero" in p for p in problems(verify_data_dir(str(data))))
 
 
 # --------------------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ from pathlib import Path
 
 from compactlog.records import Compression, build_batch, build_empty_batch
 from compactlog.records.control import build_end_txn_marker_batch
-from compactlog.storage.store import TOPICS_FILE, Store
+from compactlog.storage.store import Store
+from compactlog.storage.topic_catalog import TOPICS_FILE
 
 T0 = 1_700_000_000_000
 SKIPPED = {TOPICS_FILE, "partition.metadata", ".lock"}

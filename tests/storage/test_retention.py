@@ -208,3 +208,23 @@ def test_background_service_runs_retention(tmp_path: Path, clock: ManualClock) -
         assert len(store.segments("t", 0)) == 1
     finally:
         store.close()
+
+
+def test_a_deleted_segment_takes_kafkas_transaction_index_with_it(
+    open_store: StoreFactory, clock: ManualClock
+) -> None:
+    store = open_store()
+    store.create_topic("t", 1, {"retention.ms": 1000})
+    now = clock.now
+    fill_segments(store, "t", 2, ts0=now - 5000)
+    store.append("t", 0, [(b"k", b"young")], timestamp=now - 10)
+    directory = os.path.dirname(store.segments("t", 0)[0].path)
+    # An aborted-transaction index as Kafka leaves beside a segment (one 34-byte entry).
+    txn_index = os.path.join(directory, f"{0:020d}.txnindex")
+    with open(txn_index, "wb") as f:
+        f.write(bytes(34))
+    assert store.run_retention() == 2
+    assert not os.path.exists(txn_index)
+    assert os.path.exists(txn_index + ".deleted")  # with the segment's other files
+    store.close()
+    assert not [n for n in os.listdir(directory) if n.startswith(f"{0:020d}")]

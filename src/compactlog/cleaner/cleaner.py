@@ -109,6 +109,11 @@ _BASE_OFFSET = struct.Struct(">q")
 _EMPTY_OUT = np.empty(0, np.uint8)
 
 
+class AbortedTransactionsError(CompactlogError):
+    """The log records aborted transactions (a ``.txnindex`` Kafka wrote), which this cleaner
+    cannot remove yet: the partition is marked uncleanable instead of cleaned wrongly."""
+
+
 class CleaningAbortedError(CompactlogError):
     """The round was aborted (the partition was paused, truncated or deleted)."""
 
@@ -484,11 +489,28 @@ def group_segments_by_size(
     return groups
 
 
+def _refuse_aborted_transactions(log: Log, first_uncleanable_offset: int) -> None:
+    """Raise :class:`AbortedTransactionsError` if a segment the round may rewrite has aborted
+    transactions in its ``.txnindex``. Kafka's cleaner drops the records of aborted
+    transactions (spec 5.7) and rewrites the index; this one would keep them as committed, and an
+    aborted value would then win over the committed value it was meant never to replace."""
+    for segment in log.segments():
+        if segment.base_offset >= first_uncleanable_offset:
+            break
+        if segment.aborted_transactions_size() > 0:
+            raise AbortedTransactionsError(
+                f"{segment.txn_index_path} records aborted transactions: compactlog's cleaner "
+                "cannot remove aborted records yet (Kafka's cleaner can), so it does not clean "
+                f"{log.name}"
+            )
+
+
 class _TransactionState:
     """What the cleaner must know of transactions (spec 5.7), for logs without aborted ones.
 
-    compactlog writes no aborted-transaction index yet, so every transactional batch it sees is
-    treated as committed: the COMMIT marker of a producer is kept while a batch of its
+    compactlog writes no aborted-transaction index yet, and refuses a log with one Kafka wrote
+    (:func:`_refuse_aborted_transactions`), so every transactional batch it sees is treated as
+    committed: the COMMIT marker of a producer is kept while a batch of its
     transaction was seen in the current round, and becomes discardable (after its delete
     horizon) once none is.
     """
@@ -606,6 +628,7 @@ class Cleaner:
         self._writes = [None, None]
         self._region_count = 0
         try:
+            _refuse_aborted_transactions(log, first_uncleanable_offset)
             self.build_offset_map(log, first_dirty_offset, first_uncleanable_offset, stats)
             end_offset = self.offset_map.latest_offset + 1
             stats.map_complete_ms = self.clock()

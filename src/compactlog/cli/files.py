@@ -144,8 +144,9 @@ def verify(ctx: click.Context, notes: bool) -> None:
     Each problem is printed as "<path>: position N: <what>", then a summary line. Notes
     (foreign files, leftovers the loader cleans up, an unclean shutdown) are not problems.
     No store is opened, so nothing is recovered or rewritten. Run it on a directory no store
-    has open: while a store is open (or after it crashed) the active segments' indexes hold
-    pre-allocated zero entries, reported as problems until the store is next opened and closed.
+    has open. After a crash (no clean-shutdown marker) the last segment's pre-allocated index
+    space is a note: the next open rebuilds those indexes. A Kafka log directory's own files
+    and its KRaft metadata log (__cluster_metadata-0) are left alone.
 
     \b
     Example:

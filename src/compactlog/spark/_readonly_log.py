@@ -5,13 +5,15 @@ every log (it completes swaps, rebuilds indexes, truncates torn tails), so a rep
 while a broker, the CLI or a Spark job has the directory open, and must not change a directory
 it only looks at. The storage layer has no read-only mode, so this module builds the store's own
 objects, a :class:`~compactlog.storage.log.Log` of real
-:class:`~compactlog.storage.segment.LogSegment`\\ s, over :class:`ReadOnlyFileSystem`: files are
-opened ``O_RDONLY`` and every change raises. The cleaner manager's functions then compute the
-cleanable range and dirty ratio from the same objects, by the same code, as for a store.
+:class:`~compactlog.storage.segment.LogSegment`\\ s, over
+:class:`~compactlog.storage.fs.ReadOnlyFileSystem`: files are opened ``O_RDONLY`` and every
+change raises. The cleaner manager's functions then compute the cleanable range and dirty ratio
+from the same objects, by the same code, as for a store.
 
 What it reads, as the store would at open: ``compactlog-topics.json`` (topics, partition counts,
-config overrides; without it, the partition directories with default configs, as the store adopts
-them), ``log-start-offset-checkpoint`` and ``cleaner-offset-checkpoint``, and the ``.log`` files
+config overrides; without it, what the store would adopt: the topics of Kafka's metadata log with
+their configs, other partition directories with default configs), ``log-start-offset-checkpoint``
+and ``cleaner-offset-checkpoint``, and the ``.log`` files
 (plus the time indexes of the inactive segments, for ``min.compaction.lag.ms``). Temporaries of
 an interrupted cleaning (``.cleaned``, ``.swap``, ``.deleted``) are ignored: the originals count,
 as the Spark source reads them. A store that is open writes its log-start-offset checkpoint only
@@ -31,47 +33,11 @@ from dataclasses import dataclass
 from compactlog.errors import CompactlogError, StorageError
 from compactlog.storage.checkpoint import MalformedCheckpointError, parse_checkpoint
 from compactlog.storage.config import BrokerConfig, LogConfig
-from compactlog.storage.fs import FileHandle, OsFileHandle, OsFileSystem
+from compactlog.storage.fs import ReadOnlyFileSystem
 from compactlog.storage.log import Log, segment_settings
 from compactlog.storage.segment import LOG_SUFFIX, LogSegment
-from compactlog.storage.store import TOPICS_FILE
-from compactlog.storage.topic_names import parse_partition_dir_name, partition_dir_name
-
-
-class ReadOnlyFileSystem(OsFileSystem):
-    """The real filesystem, opened ``O_RDONLY``: a write through a handle fails (``EBADF``) and
-    every operation that would change the directory raises :class:`StorageError`."""
-
-    def open(self, path: str, *, create: bool = False) -> FileHandle:
-        if create and not os.path.exists(path):
-            raise _refused("create", path)
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError as exc:
-            raise StorageError(f"open {path!r} failed: {exc.strerror or exc}") from exc
-        return OsFileHandle(path, fd)
-
-    def rename(self, src: str, dst: str) -> None:
-        raise _refused("rename", f"{src} -> {dst}")
-
-    def remove(self, path: str) -> None:
-        raise _refused("remove", path)
-
-    def makedirs(self, path: str) -> None:
-        raise _refused("mkdir", path)
-
-    def rmdir(self, path: str) -> None:
-        raise _refused("rmdir", path)
-
-    def sync_dir(self, path: str) -> None:
-        raise _refused("fsync", path)
-
-    def set_mtime_ms(self, path: str, mtime_ms: int) -> None:
-        raise _refused("utime", path)
-
-
-def _refused(op: str, path: str) -> StorageError:
-    return StorageError(f"{op} {path!r} refused: the data directory is opened read-only")
+from compactlog.storage.topic_catalog import TOPICS_FILE, adopt_catalog
+from compactlog.storage.topic_names import partition_dir_name
 
 
 @dataclass(frozen=True)
@@ -108,15 +74,13 @@ def read_topics(data_dir: str, broker: BrokerConfig) -> dict[str, TopicEntry]:
 
 
 def _adopted_topics(data_dir: str, broker: BrokerConfig) -> dict[str, TopicEntry]:
-    """No topics file (a directory copied from a Kafka broker): the store adopts the partition
-    directories with default configs, and so does this."""
-    counts: dict[str, int] = {}
-    for name in os.listdir(data_dir):
-        parsed = parse_partition_dir_name(name)
-        if parsed is not None and os.path.isdir(os.path.join(data_dir, name)):
-            counts[parsed[0]] = max(counts.get(parsed[0], 0), parsed[1] + 1)
-    default = LogConfig.create({}, broker)
-    return {name: TopicEntry(name, n, default) for name, n in sorted(counts.items())}
+    """No topics file (a Kafka broker's log directory): what the store would adopt, the topics
+    of Kafka's metadata log with their configs, other partition directories with defaults."""
+    adopted = adopt_catalog(ReadOnlyFileSystem(), data_dir, broker, announce=False)
+    return {
+        name: TopicEntry(name, info.partitions, LogConfig.create(info.overrides, broker))
+        for name, info in sorted(adopted.items())
+    }
 
 
 def read_checkpoint(data_dir: str, name: str) -> dict[tuple[str, int], int]:

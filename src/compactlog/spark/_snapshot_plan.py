@@ -29,7 +29,7 @@ from compactlog.spark.source import (
     _partition_dirs,
     _segment_files,
 )
-from compactlog.storage.store import TOPICS_FILE
+from compactlog.storage.topic_catalog import TOPICS_FILE
 from compactlog.storage.topic_names import validate_topic_name
 
 FORMAT = 1

@@ -34,7 +34,8 @@ from compactlog.spark.report import (
 )
 from compactlog.spark.snapshot import snapshot
 from compactlog.spark.workload import PhaseProgress, WorkloadSpec, expected_state, generate
-from compactlog.storage.store import TOPICS_FILE, Store
+from compactlog.storage.store import Store
+from compactlog.storage.topic_catalog import TOPICS_FILE
 
 STEPS = 5
 

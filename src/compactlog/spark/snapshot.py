@@ -126,7 +126,7 @@ from compactlog.spark._snapshot_plan import (
     topic_layout,
 )
 from compactlog.storage.fs import OsFileSystem, write_file_atomically
-from compactlog.storage.store import TOPICS_FILE
+from compactlog.storage.topic_catalog import TOPICS_FILE
 
 __all__ = [
     "FileLayout",

@@ -215,7 +215,14 @@ def _read_entries(path: str, entry: struct.Struct) -> tuple[Iterator[tuple[Any, 
     return entry.iter_unpack(raw[:whole]), len(raw)
 
 
-def _read_index_entries(path: str, entry: struct.Struct) -> tuple[list[tuple[int, int]], int]:
-    """Offset or time index entries as pairs, and the file length."""
-    entries, length = _read_entries(path, entry)
-    return [(a, b) for a, b in entries], length
+def _read_index_entries(path: str, entry: struct.Struct) -> tuple[list[tuple[int, int]], int, int]:
+    """Offset or time index entries as pairs, up to the all-zero entries at the end; the file
+    length; and how many all-zero entries end it. A pre-allocated index holds a million of
+    those: counted from the bytes, never unpacked one by one."""
+    with _ReadOnlyFile(path) as file:
+        raw = file.read_all()
+    whole = len(raw) - len(raw) % entry.size
+    used = len(raw[:whole].rstrip(b"\0"))
+    used += -used % entry.size  # up to the end of the entry holding the last non-zero byte
+    entries = [(a, b) for a, b in entry.iter_unpack(raw[:used])]
+    return entries, len(raw), (whole - used) // entry.size

@@ -169,21 +169,33 @@ def _zero_tail(entries: list[tuple[int, int]]) -> int:
 
 
 def _check_length_and_zero_tail(
-    found: _FileProblems, entries: list[tuple[int, int]], length: int, entry_size: int
+    found: _FileProblems,
+    entries: list[tuple[int, int]],
+    length: int,
+    entry_size: int,
+    zero_entries: int,
+    zero_tail: list[Problem] | None,
 ) -> list[tuple[int, int]]:
     """The checks both index kinds share: the file holds a whole number of entries, and no
-    zero entries at its end. Returns the entries before the zero tail, the ones to check
-    further."""
+    zero entries at its end (``zero_entries`` more after ``entries``, as
+    :func:`~compactlog.storage._readonly._read_index_entries` counts them; reported in
+    ``zero_tail`` instead when it is a list: a crashed writer's pre-allocated space). Returns
+    the entries before the zero tail, the ones to check further."""
     if length % entry_size:
         found.add(None, f"length {length} is not a multiple of the entry size {entry_size}")
     zeros = _zero_tail(entries)
+    total = len(entries) + zero_entries
+    zeros += zero_entries
     if zeros:
-        first = len(entries) - zeros
-        found.add(
-            first * entry_size,
-            f"entries {first}-{len(entries) - 1} are zero: pre-allocated space never trimmed "
-            "(the store did not close cleanly) or zero-filled damage",
+        first = total - zeros
+        message = (
+            f"entries {first}-{total - 1} are zero: pre-allocated space never trimmed "
+            "(the store did not close cleanly) or zero-filled damage"
         )
+        if zero_tail is None:
+            found.add(first * entry_size, message)
+        else:
+            zero_tail.append(Problem(found.path, first * entry_size, message))
         entries = entries[:first]
     return entries
 
@@ -194,9 +206,13 @@ def _check_offset_index(
     entries: list[tuple[int, int]],
     length: int,
     scan: _SegmentScan | None,
+    zero_entries: int = 0,
+    zero_tail: list[Problem] | None = None,
 ) -> list[Problem]:
     found = _FileProblems(path)
-    entries = _check_length_and_zero_tail(found, entries, length, OFFSET_ENTRY_SIZE)
+    entries = _check_length_and_zero_tail(
+        found, entries, length, OFFSET_ENTRY_SIZE, zero_entries, zero_tail
+    )
     previous_offset, previous_position = base - 1, 0
     boundaries: list[int | None] = []
     for i, (relative, position) in enumerate(entries):
@@ -257,9 +273,13 @@ def _check_time_index(
     entries: list[tuple[int, int]],
     length: int,
     scan: _SegmentScan | None,
+    zero_entries: int = 0,
+    zero_tail: list[Problem] | None = None,
 ) -> list[Problem]:
     found = _FileProblems(path)
-    entries = _check_length_and_zero_tail(found, entries, length, TIME_ENTRY_SIZE)
+    entries = _check_length_and_zero_tail(
+        found, entries, length, TIME_ENTRY_SIZE, zero_entries, zero_tail
+    )
     previous_ts, previous_offset = -1, base
     for i, (timestamp, relative) in enumerate(entries):
         offset = base + relative

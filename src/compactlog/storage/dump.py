@@ -210,10 +210,10 @@ def _neighbour(path: str, suffix: str) -> str | None:
 
 def _dump_offset_index(path: str) -> Iterator[str]:
     base = _file_offset(path) or 0
-    entries, length = _read_index_entries(path, _OFFSET_ENTRY)
-    if not entries:
+    entries, length, zeros = _read_index_entries(path, _OFFSET_ENTRY)
+    if not entries and not zeros:
         yield f"{path} is empty."
-    for i, (relative, position) in enumerate(entries):
+    for i, (relative, position) in enumerate(entries or [(0, 0)][:zeros]):
         if i > 0 and relative == 0:
             break  # Kafka stops at the first zero entry of a sparse (pre-allocated) file
         yield f"offset: {base + relative} position: {position}"
@@ -221,16 +221,16 @@ def _dump_offset_index(path: str) -> Iterator[str]:
     scan = _scan_segment(log_path, base) if log_path else None
     problems = [
         p.message if p.position is None else f"position {p.position}: {p.message}"
-        for p in _check_offset_index(path, base, entries, length, scan)
+        for p in _check_offset_index(path, base, entries, length, scan, zeros)
     ]
     _raise_problems(path, problems, CompactlogError)
 
 
 def _dump_time_index(path: str) -> Iterator[str]:
     base = _file_offset(path) or 0
-    entries, length = _read_index_entries(path, _TIME_ENTRY)
+    entries, length, zeros = _read_index_entries(path, _TIME_ENTRY)
     # Unlike the offset index, Kafka's tool prints nothing at all for an empty time index.
-    for i, (timestamp, relative) in enumerate(entries):
+    for i, (timestamp, relative) in enumerate(entries or [(0, 0)][:zeros]):
         if i > 0 and relative == 0:
             break
         yield f"timestamp: {timestamp} offset: {base + relative}"
@@ -238,7 +238,7 @@ def _dump_time_index(path: str) -> Iterator[str]:
     scan = _scan_segment(log_path, base) if log_path else None
     problems = [
         p.message if p.position is None else f"position {p.position}: {p.message}"
-        for p in _check_time_index(path, base, entries, length, scan)
+        for p in _check_time_index(path, base, entries, length, scan, zeros)
     ]
     _raise_problems(path, problems, CompactlogError)
 

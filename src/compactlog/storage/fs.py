@@ -283,6 +283,43 @@ class OsFileSystem:
             raise _storage_error("utime", path, exc) from exc
 
 
+class ReadOnlyFileSystem(OsFileSystem):
+    """The real filesystem, opened ``O_RDONLY``: a write through a handle fails (``EBADF``) and
+    every operation that would change the directory raises :class:`StorageError`. For files
+    compactlog only looks at (a report's view of a data directory, Kafka's metadata log)."""
+
+    def open(self, path: str, *, create: bool = False) -> FileHandle:
+        if create and not os.path.exists(path):
+            raise _refused("create", path)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            raise _storage_error("open", path, exc) from exc
+        return OsFileHandle(path, fd)
+
+    def rename(self, src: str, dst: str) -> None:
+        raise _refused("rename", f"{src} -> {dst}")
+
+    def remove(self, path: str) -> None:
+        raise _refused("remove", path)
+
+    def makedirs(self, path: str) -> None:
+        raise _refused("mkdir", path)
+
+    def rmdir(self, path: str) -> None:
+        raise _refused("rmdir", path)
+
+    def sync_dir(self, path: str) -> None:
+        raise _refused("fsync", path)
+
+    def set_mtime_ms(self, path: str, mtime_ms: int) -> None:
+        raise _refused("utime", path)
+
+
+def _refused(op: str, path: str) -> StorageError:
+    return StorageError(f"{op} {path!r} refused: the files are opened read-only")
+
+
 def write_file_atomically(fs: FileSystem, path: str, data: bytes) -> None:
     """Kafka's checkpoint discipline: write ``<path>.tmp``, fsync it, rename, fsync the directory.
 

@@ -114,7 +114,9 @@ class SegmentSettings:
 
 
 class LogSegment:
-    """A ``.log`` file with its ``.index`` and ``.timeindex``."""
+    """A ``.log`` file with its ``.index`` and ``.timeindex``, and the ``.txnindex`` Kafka
+    writes beside them after an aborted transaction: compactlog writes none, but one found is
+    the segment's, renamed and deleted with it (as Kafka's ``LogSegment`` does)."""
 
     def __init__(
         self,
@@ -150,6 +152,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             fs, prefix + TIME_INDEX_SUFFIX + suffix, base_offset, settings.segment_index_bytes
         )
+        self.txn_index_path = prefix + TXN_INDEX_SUFFIX + suffix
         self._max_timestamp = -1
         self._offset_of_max_timestamp = base_offset
         self._max_timestamp_known = not existed
@@ -465,7 +468,13 @@ class LogSegment:
         return [self.offset_index.path, self.time_index.path]
 
     def all_paths(self) -> list[str]:
-        return [self.log_path, *self.index_paths()]
+        return [self.log_path, *self.index_paths(), self.txn_index_path]
+
+    def aborted_transactions_size(self) -> int:
+        """Bytes of Kafka's aborted-transaction index of this segment (0: none recorded)."""
+        if not self.fs.exists(self.txn_index_path):
+            return 0
+        return self.fs.file_size(self.txn_index_path)
 
     def change_suffix(self, old: str, new: str) -> None:
         """Rename all files of the segment from suffix ``old`` to ``new`` (``""`` = none)."""
@@ -479,6 +488,10 @@ class LogSegment:
                 index.rename(target)
             else:
                 index.path = target
+        target = self.txn_index_path[: len(self.txn_index_path) - len(old)] + new
+        if self.fs.exists(self.txn_index_path):
+            self.fs.rename(self.txn_index_path, target)
+        self.txn_index_path = target
         self.suffix = new
 
     def delete_files(self) -> None:

@@ -14,14 +14,28 @@ Layout of a data directory, as Kafka's log dir::
 Kafka keeps topic metadata in its controller; compactlog keeps it in ``compactlog-topics.json``,
 written atomically. A partition directory whose topic is not in that file is ignored with a
 warning (it is the leftover of an interrupted topic deletion, or not ours). When the file is
-missing altogether and partition directories exist (for example a directory copied from a Kafka
-broker), those topics are adopted with default configs.
+missing (a Kafka broker's log directory), the topics are adopted: with their Kafka configs and
+ids from Kafka's KRaft metadata log ``__cluster_metadata-0`` when there is one, else with default
+configs; on later opens the file is merged with that metadata log. The rules are the theory of
+operation of :mod:`compactlog.storage.topic_catalog`. The metadata log is never loaded as a
+topic, and the store writes nothing in it; of a Kafka log directory's other files it reads
+``meta.properties``, and leaves it, ``replication-offset-checkpoint``, ``leader-epoch-checkpoint``
+and an existing ``partition.metadata`` as they are. Checkpoint entries of partition directories
+the store does not load are written back unchanged.
 
 Opening: the clean-shutdown marker is read and removed at once (a crash while loading is then an
 unclean stop), checkpoints are read (a malformed one counts as missing and forces full recovery),
 and every partition is loaded by :func:`compactlog.storage.loader.load_log`.
 
 Closing: every log is flushed and its files trimmed, the checkpoints are written, then the marker.
+
+The marker is written as Kafka 3.8+ writes it, ``{"version":0,"brokerEpoch":N}``: its presence
+means a clean shutdown (to Kafka and to compactlog alike), and Kafka 4.x also reads the broker
+epoch in it when the broker registers, telling the controller that the broker's last incarnation
+stopped cleanly; an empty or unreadable marker makes the controller treat every partition of the
+broker as after an unclean shutdown (it bumps their leader epochs). A store carries the epoch of
+the marker it found at open over to the marker it writes at close; without one (compactlog's own
+directory, or a Kafka directory after a crash) it writes Kafka's "unknown" epoch, -1.
 
 Background service (``background=True``): one thread runs Kafka's periodic tasks, retention of
 ``delete``-only topics every ``log.retention.check.interval.ms`` (first after
@@ -33,7 +47,6 @@ thread's sleeping uses real time.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import fcntl
 import itertools
@@ -43,7 +56,6 @@ import os
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
@@ -68,12 +80,23 @@ from compactlog.storage.checkpoint import (
 from compactlog.storage.config import BrokerConfig, LogConfig
 from compactlog.storage.file_records import FileBatch
 from compactlog.storage.fs import FileSystem, OsFileSystem, write_file_atomically
+from compactlog.storage.kraft_metadata import METADATA_DIR
 from compactlog.storage.loader import LoadStats, load_log
 from compactlog.storage.log import Log
 from compactlog.storage.partitioner import partition_for_key
 from compactlog.storage.producer_state import ProducerState
+from compactlog.storage.topic_catalog import (
+    PARTITION_METADATA_FILE,
+    TOPICS_FILE,
+    TopicInfo,
+    load_catalog,
+    new_topic_id,
+    partition_metadata_text,
+    write_topics_file,
+)
 from compactlog.storage.topic_names import (
     check_collision,
+    is_valid_topic_name,
     parse_partition_dir_name,
     partition_dir_name,
     validate_topic_name,
@@ -84,10 +107,25 @@ logger = logging.getLogger("compactlog.storage")
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
-TOPICS_FILE = "compactlog-topics.json"
-PARTITION_METADATA_FILE = "partition.metadata"
+#: Kafka's "unknown broker epoch", written in the clean-shutdown marker when none is known.
+NO_BROKER_EPOCH = -1
 
 Clock = Callable[[], int]
+
+
+def read_broker_epoch(marker: bytes) -> int:
+    """The broker epoch of a clean-shutdown marker (Kafka's ``CleanShutdownFileHandler``
+    content); :data:`NO_BROKER_EPOCH` for an empty or unreadable one."""
+    try:
+        epoch = json.loads(marker.decode("utf-8"))["brokerEpoch"]
+    except (ValueError, KeyError, TypeError):
+        return NO_BROKER_EPOCH
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else NO_BROKER_EPOCH
+
+
+def clean_shutdown_marker(broker_epoch: int) -> bytes:
+    """The clean-shutdown marker's content, byte for byte as Kafka writes it."""
+    return json.dumps({"version": 0, "brokerEpoch": broker_epoch}, separators=(",", ":")).encode()
 
 
 class StoreCleaner(Protocol):
@@ -275,13 +313,6 @@ class PartitionJobs:
             os.close(fd)
 
 
-class TopicInfo(NamedTuple):
-    name: str
-    partitions: int
-    topic_id: str
-    overrides: dict[str, str]
-
-
 class Store:
     """Topics and partitions in one data directory. Use :meth:`Store.open`."""
 
@@ -311,7 +342,11 @@ class Store:
         self._cleaner: StoreCleaner | None = None
         self._stop = threading.Event()
         self.had_clean_shutdown = False
+        #: The broker epoch of a Kafka clean-shutdown marker found at open (see the docstring).
+        self._broker_epoch = NO_BROKER_EPOCH
         self.load_stats: dict[tuple[str, int], LoadStats] = {}
+        #: Checkpoint entries of partitions not loaded: (recovery points, log start offsets).
+        self._carried: tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]] = ({}, {})
         self.recovery_point_checkpoint = OffsetCheckpointFile(
             fs, self.path, RECOVERY_POINT_CHECKPOINT
         )
@@ -390,6 +425,7 @@ class Store:
             marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
             self.had_clean_shutdown = fs.exists(marker)
             if self.had_clean_shutdown:
+                self._broker_epoch = read_broker_epoch(fs.read_file(marker))
                 fs.remove(marker)
                 fs.sync_dir(self.path)
             recovery_points = self._read_checkpoint(self.recovery_point_checkpoint)
@@ -407,6 +443,10 @@ class Store:
                         start_offsets.get((name, partition)),
                     )
             self._warn_foreign_entries()
+            self._carried = (
+                self._not_loaded(recovery_points),
+                self._not_loaded(start_offsets),
+            )
         except BaseException:
             for log in self._logs.values():  # the partitions loaded before the failure
                 log.close_without_flush()
@@ -447,9 +487,10 @@ class Store:
         return log
 
     def _write_partition_metadata(self, directory: str, topic_id: str) -> None:
-        text = f"version: 0\ntopic_id: {topic_id}\n"
         write_file_atomically(
-            self.fs, os.path.join(directory, PARTITION_METADATA_FILE), text.encode()
+            self.fs,
+            os.path.join(directory, PARTITION_METADATA_FILE),
+            partition_metadata_text(topic_id),
         )
 
     def _warn_foreign_entries(self) -> None:
@@ -460,75 +501,32 @@ class Store:
             parsed = parse_partition_dir_name(name)
             if parsed is None and name.startswith("."):
                 continue  # a tool's own hidden directory (the Spark sink's staging and journal)
+            if name == METADATA_DIR:
+                continue  # Kafka's KRaft metadata log: read for the catalog, never loaded
             if parsed is None or parsed[0] not in self._topics:
                 logger.warning("ignoring %s: not a partition of a known topic", full)
             elif parsed[1] >= self._topics[parsed[0]].partitions:
                 logger.warning("ignoring %s: the topic has fewer partitions", full)
 
     # --- topic metadata -----------------------------------------------------------------------
-    def _topics_path(self) -> str:
-        return os.path.join(self.path, TOPICS_FILE)
-
     def _load_topics(self) -> None:
-        path = self._topics_path()
-        if self.fs.exists(path):
-            raw = self.fs.read_file(path)
+        """The catalog (:func:`~compactlog.storage.topic_catalog.load_catalog`): the catalog
+        file, or what is adopted without one, merged with Kafka's metadata log if present."""
+        topics, changed = load_catalog(self.fs, self.path, self.broker)
+        for name, info in topics.items():
             try:
-                doc = json.loads(raw.decode("utf-8"))
-                topics = doc["topics"]
-                for name, entry in topics.items():
-                    validate_topic_name(name)
-                    info = TopicInfo(
-                        name,
-                        int(entry["partitions"]),
-                        str(entry["topic_id"]),
-                        {str(k): str(v) for k, v in entry["config"].items()},
-                    )
-                    if info.partitions < 1:
-                        raise ValueError(f"topic {name!r} has {info.partitions} partitions")
-                    self._topics[name] = info
-                    self._configs[name] = LogConfig.create(info.overrides, self.broker)
-            except (ValueError, KeyError, TypeError, AttributeError, CompactlogError) as exc:
-                raise StorageError(
-                    f"{path} is damaged ({exc}); refusing to open rather than guess which "
-                    "topics exist"
-                ) from exc
-        else:
-            self._adopt_partition_dirs()
-            for name, info in self._topics.items():
                 self._configs[name] = LogConfig.create(info.overrides, self.broker)
-
-    def _adopt_partition_dirs(self) -> None:
-        found: dict[str, int] = {}
-        for name in self.fs.listdir(self.path):
-            parsed = parse_partition_dir_name(name)
-            if parsed is None or not self.fs.is_dir(os.path.join(self.path, name)):
-                continue
-            topic, partition = parsed
-            found[topic] = max(found.get(topic, 0), partition + 1)
-        for topic, partitions in sorted(found.items()):
-            logger.warning(
-                "adopting %s with %d partition(s) and default configs", topic, partitions
-            )
-            self._topics[topic] = TopicInfo(topic, partitions, _new_topic_id(), {})
-        if found:
+            except CompactlogError as exc:
+                raise StorageError(
+                    f"{os.path.join(self.path, TOPICS_FILE)} is damaged (topic {name!r}: {exc}); "
+                    "refusing to open rather than guess which topics exist"
+                ) from exc
+            self._topics[name] = info
+        if changed:
             self._save_topics()
 
     def _save_topics(self) -> None:
-        doc = {
-            "version": 1,
-            "topics": {
-                name: {
-                    "partitions": info.partitions,
-                    "topic_id": info.topic_id,
-                    "config": info.overrides,
-                }
-                for name, info in sorted(self._topics.items())
-            },
-        }
-        write_file_atomically(
-            self.fs, self._topics_path(), json.dumps(doc, indent=2).encode() + b"\n"
-        )
+        write_topics_file(self.fs, self.path, self._topics)
 
     # --- topics -----------------------------------------------------------------------------
     def create_topic(
@@ -551,7 +549,7 @@ class Store:
                 if self.fs.exists(stale):
                     logger.warning("removing stale directory %s before creating %s", stale, name)
                     _remove_tree(self.fs, stale)
-            self._topics[name] = TopicInfo(name, partitions, _new_topic_id(), log_config.overrides)
+            self._topics[name] = TopicInfo(name, partitions, new_topic_id(), log_config.overrides)
             self._configs[name] = log_config
             self._save_topics()
             for partition in range(partitions):
@@ -810,12 +808,25 @@ class Store:
     def write_recovery_point_checkpoint(self) -> None:
         with self._lock:
             entries = {k: log.recovery_point for k, log in self._logs.items()}
-        self.recovery_point_checkpoint.write(entries)
+        self.recovery_point_checkpoint.write({**self._carried[0], **entries})
 
     def write_log_start_offset_checkpoint(self) -> None:
         with self._lock:
             entries = {k: log.log_start_offset for k, log in self._logs.items()}
-        self.log_start_offset_checkpoint.write(entries)
+        self.log_start_offset_checkpoint.write({**self._carried[1], **entries})
+
+    def _not_loaded(self, entries: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """The checkpoint entries of partition directories this store does not load (another
+        tool's, or a topic it does not know): kept as they are, so that Kafka, opening the
+        directory again, finds its recovery points and log start offsets."""
+        return {
+            tp: offset
+            for tp, offset in entries.items()
+            if tp not in self._logs
+            and is_valid_topic_name(tp[0])
+            and tp[1] >= 0
+            and self.fs.is_dir(os.path.join(self.path, f"{tp[0]}-{tp[1]}"))
+        }
 
     def close(self) -> None:
         """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
@@ -832,8 +843,12 @@ class Store:
                 self.write_log_start_offset_checkpoint()
                 marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
                 handle = self.fs.open(marker, create=True)
-                handle.sync()
-                handle.close()
+                try:
+                    handle.truncate(0)
+                    handle.write_at(0, clean_shutdown_marker(self._broker_epoch))
+                    handle.sync()
+                finally:
+                    handle.close()
                 self.fs.sync_dir(self.path)
             finally:
                 self._closed = True
@@ -927,11 +942,6 @@ class Store:
         for log in list(self._logs.values()):
             log.flush_pending()
             log.remove_deleted_files(now)
-
-
-def _new_topic_id() -> str:
-    """A random topic id rendered as Kafka renders ``Uuid``: URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def _remove_tree(fs: FileSystem, path: str) -> None:

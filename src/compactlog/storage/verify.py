@@ -11,7 +11,11 @@ Theory of operation of :func:`verify_data_dir`:
 * **Data directory.** ``compactlog-topics.json`` must parse (a damaged one makes the store refuse
   to open); the offset checkpoints must follow Kafka's text format; every partition of every
   topic must have its directory. Directories and files that are not ours are *notes*, never
-  problems: the store ignores them too.
+  problems: the store ignores them too. A Kafka log directory's own files (``meta.properties``,
+  ``bootstrap.checkpoint``, ``replication-offset-checkpoint``) pass without a note, and its KRaft
+  metadata log ``__cluster_metadata-0`` is not a topic: it is only read, for the catalog the
+  store would adopt without ``compactlog-topics.json`` (unreadable, it is a problem, since the
+  store then refuses to open), and gets one note.
 * **Segments** (``<20 digits>.log``), walked batch by batch with Kafka's framing rules (spec
   1.6). A length field below 14, a magic other than 2 or a batchLength below 49 stops the walk
   (*framing*); bytes after the last complete batch are a *torn tail*; a batch whose CRC-32C does
@@ -33,7 +37,10 @@ Theory of operation of :func:`verify_data_dir`:
   batch (a field the CRC does not cover).
 
 Missing index files and orphaned ones (no ``.log``) are problems as well: the loader rebuilds or
-removes them, but until then the directory is not what a clean shutdown leaves.
+removes them, but until then the directory is not what a clean shutdown leaves. One exception:
+without the clean-shutdown marker, the last segment of a partition is the one a crashed writer
+(compactlog or Kafka) had active, and its pre-allocated index space is a note (the loader
+rebuilds that segment's indexes anyway), as long as the entries before it pass every check.
 
 The segment and index checks live in :mod:`compactlog.storage._segment_checks`, where
 ``dump-log`` uses them too; the read-only file access and the batch walk in
@@ -47,7 +54,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Final
 
-from compactlog.errors import StorageError
+from compactlog.errors import CompactlogError, StorageError
 from compactlog.storage._readonly import (
     _OFFSET_ENTRY,
     _SEGMENT_FILE,
@@ -73,6 +80,14 @@ from compactlog.storage.checkpoint import (
     MalformedCheckpointError,
     parse_checkpoint,
 )
+from compactlog.storage.fs import OsFileSystem
+from compactlog.storage.kraft_metadata import (
+    META_PROPERTIES,
+    METADATA_DIR,
+    KraftMetadata,
+    has_metadata_log,
+    read_kraft_metadata,
+)
 from compactlog.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -80,15 +95,17 @@ from compactlog.storage.segment import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
 )
-from compactlog.storage.store import (
-    CLEAN_SHUTDOWN_FILE,
-    LOCK_FILE,
+from compactlog.storage.store import CLEAN_SHUTDOWN_FILE, LOCK_FILE
+from compactlog.storage.topic_catalog import (
     PARTITION_METADATA_FILE,
     TOPICS_FILE,
+    is_kafka_log_dir,
 )
 from compactlog.storage.topic_names import parse_partition_dir_name, parse_special_dir_name
 
 _KNOWN_PARTITION_FILES: Final = frozenset({PARTITION_METADATA_FILE, "leader-epoch-checkpoint"})
+#: Files of a Kafka log directory's root that the store leaves alone (and so does verify).
+_KAFKA_ROOT_FILES: Final = frozenset({META_PROPERTIES, "bootstrap.checkpoint"})
 
 
 @dataclass
@@ -118,7 +135,13 @@ class VerifyReport:
 
 
 def _verify_index(
-    report: VerifyReport, path: str, kind: str, base: int, scan: _SegmentScan
+    report: VerifyReport,
+    path: str,
+    kind: str,
+    base: int,
+    scan: _SegmentScan,
+    *,
+    active_after_crash: bool = False,
 ) -> None:
     if not os.path.isfile(path):
         report.problems.append(
@@ -126,17 +149,30 @@ def _verify_index(
         )
         return
     try:
+        zero_tail: list[Problem] | None = [] if active_after_crash else None
         if kind == INDEX_SUFFIX:
-            entries, length = _read_index_entries(path, _OFFSET_ENTRY)
-            report.problems += _check_offset_index(path, base, entries, length, scan)
+            entries, length, zeros = _read_index_entries(path, _OFFSET_ENTRY)
+            problems = _check_offset_index(path, base, entries, length, scan, zeros, zero_tail)
         else:
-            entries, length = _read_index_entries(path, _TIME_ENTRY)
-            report.problems += _check_time_index(path, base, entries, length, scan)
+            entries, length, zeros = _read_index_entries(path, _TIME_ENTRY)
+            problems = _check_time_index(path, base, entries, length, scan, zeros, zero_tail)
+        report.problems += problems
+        for note in zero_tail or ():
+            report.notes.append(
+                Problem(
+                    note.path,
+                    note.position,
+                    note.message + "; the last segment after an unclean stop, whose indexes "
+                    "the loader rebuilds",
+                )
+            )
     except StorageError as exc:
         report.problems.append(Problem(path, None, str(exc)))
 
 
-def _verify_partition(report: VerifyReport, directory: str) -> int | None:
+def _verify_partition(
+    report: VerifyReport, directory: str, *, clean_shutdown: bool = True
+) -> int | None:
     """Check one partition directory; returns its log end offset (None if unreadable)."""
     report.partitions += 1
     try:
@@ -210,8 +246,11 @@ def _verify_partition(report: VerifyReport, directory: str) -> int | None:
                     )
                 )
             scan.last_epoch = max(scan.last_epoch, previous.last_epoch)
-        _verify_index(report, prefix + INDEX_SUFFIX, INDEX_SUFFIX, base, scan)
-        _verify_index(report, prefix + TIME_INDEX_SUFFIX, TIME_INDEX_SUFFIX, base, scan)
+        crashed_active = not clean_shutdown and base == logs[-1]
+        for kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            _verify_index(
+                report, prefix + kind, kind, base, scan, active_after_crash=crashed_active
+            )
         txn = prefix + TXN_INDEX_SUFFIX
         if os.path.isfile(txn) and os.path.getsize(txn) % TXN_ENTRY_SIZE:
             report.problems.append(
@@ -263,7 +302,7 @@ def _read_checkpoint(report: VerifyReport, root: str, name: str) -> dict[tuple[s
         return {}
 
 
-def _check_topic_id(report: VerifyReport, directory: str, topic_id: str) -> None:
+def _check_topic_id(report: VerifyReport, directory: str, topic_id: str, source: str) -> None:
     path = os.path.join(directory, PARTITION_METADATA_FILE)
     if not os.path.isfile(path):
         return
@@ -274,9 +313,52 @@ def _check_topic_id(report: VerifyReport, directory: str, topic_id: str) -> None
         report.notes.append(Problem(path, None, str(exc)))
         return
     if f"topic_id: {topic_id}" not in text:
-        report.notes.append(
-            Problem(path, None, f"topic id differs from {topic_id} in {TOPICS_FILE}")
+        report.notes.append(Problem(path, None, f"topic id differs from {topic_id} in {source}"))
+
+
+def _read_metadata(report: VerifyReport, root: str, *, required: bool) -> KraftMetadata | None:
+    """Kafka's metadata log, as the store reads it for its catalog."""
+    if not has_metadata_log(OsFileSystem(), root):
+        return None
+    try:
+        return read_kraft_metadata(root)
+    except CompactlogError as exc:
+        (report.problems if required else report.notes).append(
+            Problem(
+                os.path.join(root, METADATA_DIR),
+                None,
+                f"Kafka's metadata log cannot be read ({exc}); "
+                + (
+                    f"with no {TOPICS_FILE} the store refuses to open"
+                    if required
+                    else f"the store uses {TOPICS_FILE} as it is"
+                ),
+            )
         )
+        return None
+
+
+def _adoption_note(
+    root: str, metadata: KraftMetadata | None, dirs: dict[tuple[str, int], str]
+) -> str:
+    topics = {topic for topic, _ in dirs}
+    if metadata is None:
+        note = f"no {TOPICS_FILE}: the store adopts these partitions with default configs"
+        if is_kafka_log_dir(OsFileSystem(), root):
+            note += (
+                f" (a Kafka log directory without Kafka's metadata log {METADATA_DIR}: its "
+                "topics' configs, compaction included, are unknown)"
+            )
+        return note
+    known = sorted(t for t in topics if t in metadata.topics)
+    unknown = sorted(topics - set(known))
+    note = (
+        f"no {TOPICS_FILE}: the store adopts {len(known)} topic(s) from Kafka's metadata log "
+        "with their configs and topic ids"
+    )
+    if unknown:
+        note += f", and {', '.join(unknown)} (unknown to it) with default configs"
+    return note
 
 
 def verify_data_dir(path: str) -> VerifyReport:
@@ -294,6 +376,7 @@ def verify_data_dir(path: str) -> VerifyReport:
     except OSError as exc:
         raise StorageError(f"cannot list {root}: {exc.strerror or exc}") from exc
     topics = _read_topics(report, root)
+    metadata = _read_metadata(report, root, required=topics is None)
     clean_shutdown = os.path.exists(os.path.join(root, CLEAN_SHUTDOWN_FILE))
     recovery_points = _read_checkpoint(report, root, RECOVERY_POINT_CHECKPOINT)
     start_offsets = _read_checkpoint(report, root, LOG_START_OFFSET_CHECKPOINT)
@@ -306,8 +389,19 @@ def verify_data_dir(path: str) -> VerifyReport:
                 TOPICS_FILE,
                 LOCK_FILE,
                 CLEAN_SHUTDOWN_FILE,
+                *_KAFKA_ROOT_FILES,
             ):
                 report.notes.append(Problem(full, None, "foreign file, ignored"))
+            continue
+        if name == METADATA_DIR:
+            report.notes.append(
+                Problem(
+                    full,
+                    None,
+                    "Kafka's KRaft metadata log: not a topic; read for the topic catalog, "
+                    "neither loaded nor checked",
+                )
+            )
             continue
         parsed = parse_partition_dir_name(name)
         if parsed is None:
@@ -320,19 +414,23 @@ def verify_data_dir(path: str) -> VerifyReport:
             report.notes.append(Problem(full, None, f"{what}, ignored"))
             continue
         if topics is not None and (parsed[0] not in topics or parsed[1] >= topics[parsed[0]][0]):
+            kafka_knows = metadata is not None and parsed[0] in metadata.topics
             report.notes.append(
-                Problem(full, None, f"not a partition of a topic in {TOPICS_FILE}, ignored")
+                Problem(
+                    full,
+                    None,
+                    f"not a partition of a topic in {TOPICS_FILE}, "
+                    + (
+                        "but Kafka's metadata log knows it: the store adopts it at its next open"
+                        if kafka_knows
+                        else "ignored"
+                    ),
+                )
             )
             continue
         partition_dirs[parsed] = full
     if topics is None and partition_dirs and not os.path.isfile(os.path.join(root, TOPICS_FILE)):
-        report.notes.append(
-            Problem(
-                root,
-                None,
-                f"no {TOPICS_FILE}: the store adopts these partitions with default configs",
-            )
-        )
+        report.notes.append(Problem(root, None, _adoption_note(root, metadata, partition_dirs)))
     for topic, (count, _) in sorted((topics or {}).items()):
         for partition in range(count):
             if (topic, partition) not in partition_dirs:
@@ -351,8 +449,12 @@ def verify_data_dir(path: str) -> VerifyReport:
         )
     for key, directory in sorted(partition_dirs.items()):
         if topics is not None:
-            _check_topic_id(report, directory, topics[key[0]][1])
-        end = _verify_partition(report, directory)
+            _check_topic_id(report, directory, topics[key[0]][1], TOPICS_FILE)
+        elif metadata is not None and key[0] in metadata.topics:
+            _check_topic_id(
+                report, directory, metadata.topics[key[0]].topic_id, "Kafka's metadata log"
+            )
+        end = _verify_partition(report, directory, clean_shutdown=clean_shutdown)
         if end is None:
             continue
         start = start_offsets.get(key)

@@ -38,9 +38,10 @@ in :meth:`Cleaner._filter_batch` defines and a differential test holds the bulk 
 
 * Segments are read through a read-only memory map, a **region** (about 8 MiB of whole
   chunks) at a time; within a region, :func:`kafka_chunks` gives the exact byte ranges Kafka's
-  cleaner would read (its 256 KiB buffer, grown as Kafka grows it), because each of those reads
-  is one append, and appends place the index entries. Pages are released after each region so
-  the mapping does not grow the process's RSS.
+  cleaner would read (its 256 KiB buffer, grown as Kafka grows it), which its statistics count
+  (the map pass's bytes when the map fills mid-segment). Kafka 4.4 indexes each appended batch
+  on its own, so the reads no longer decide the index entries. Pages are released after each
+  region so the mapping does not grow the process's RSS.
 * Per region: one bulk decode (:func:`compactlog.records.decode_columns`), one offset-map call,
   and in the copy phase one compiled pass (:func:`._rebuild_kernel.filter_region`) that applies
   the rules to every plain data batch and writes the kept batches into an output buffer.
@@ -124,10 +125,9 @@ class CleanerBuffers:
     threads / 2``; ``max_buffer_size`` is ``message.max.bytes`` (Kafka's ``maxIoBufferSize``).
 
     compactlog reads segments through a memory map, so the buffers are not allocated: they
-    decide where Kafka's cleaner would cut its reads (see :func:`kafka_chunks`), because each
-    read of the copy phase becomes one append to the cleaned segment and appends decide its
-    index entries. ``region_bytes`` is how much is handed to the compiled loops at once (whole
-    chunks); it changes nothing in the output.
+    decide where Kafka's cleaner would cut its reads (see :func:`kafka_chunks`), which its
+    statistics count. ``region_bytes`` is how much is handed to the compiled loops at once
+    (whole chunks); it changes nothing in the output.
     """
 
     read_buffer_size: int = 262_144
@@ -825,7 +825,7 @@ class Cleaner:
         stats: CleanerStats,
     ) -> None:
         """Kafka's ``cleanInto``: read ``source`` a chunk at a time, filter, append each
-        chunk's survivors to ``dest`` as one append (so the index entries match Kafka's).
+        chunk's survivors to ``dest`` (each batch indexed on its own, as Kafka 4.4 does).
 
         The work is done a region (many chunks) at a time: one bulk decode, one offset-map
         lookup of every key and one compiled pass (:func:`filter_region`) that copies or

@@ -70,9 +70,13 @@ TOPICS: dict[str, tuple[int, dict[str, str], dict[str, str]]] = {
 
 
 def write_workload(store: Store, clock: ManualClock) -> None:
-    """Every feature of the format, into the topics of :data:`TOPICS`."""
+    """Every feature of the format, into the topics of :data:`TOPICS` (created here unless the
+    store has them already, as in a Kafka log directory, where they get compactlog's configs)."""
     for name, (partitions, config, _) in TOPICS.items():
-        store.create_topic(name, partitions, config)
+        if name in store.topics():
+            store.alter_config(name, config)
+        else:
+            store.create_topic(name, partitions, config)
 
     # events: three records a batch (a keyed one with headers, a null header value among
     # them; a keyless one; a null value), each batch with the next codec; one batch of large
@@ -329,3 +333,35 @@ def test_kafka_dump_log_prints_the_golden_corpus_as_compactlog_does(case: str) -
     # compactlog also names the torn tail, on stderr, with exit 3; Kafka's tool says nothing.
     assert ours.exit_code == (3 if case == "torn-tail" else 0), ours.output
     assert done.stdout == ours.stdout
+
+
+def test_compactlog_writes_into_a_kafka_log_dir_and_kafka_serves_it(
+    kafka: Callable[..., KafkaBroker],
+) -> None:
+    """In place: Kafka creates the topics and stops; compactlog opens Kafka's own log directory
+    (its catalog from Kafka's metadata log), writes and cleans the whole workload there, and
+    closes; Kafka starts over the directory as compactlog left it (compactlog's segments,
+    indexes, snapshots, checkpoints and clean-shutdown marker) and serves every record."""
+    broker = kafka(config={"log.cleaner.enable": "false"})
+    for topic, (partitions, _, kafka_config) in TOPICS.items():
+        configs = [arg for k, v in kafka_config.items() for arg in ("--config", f"{k}={v}")]
+        done = broker.tool(
+            "kafka-topics", "--create", "--topic", topic, "--partitions", str(partitions), *configs
+        )
+        assert done.returncode == 0, done.stderr
+    broker.stop()
+
+    clock = ManualClock(int(time.time() * 1000) - 3_600_000)
+    with Store.open(broker.data_dir, clock=clock) as store:
+        assert set(TOPICS) <= set(store.topics())
+        write_workload(store, clock)
+        views = {topic: store_view(store, topic) for topic in TOPICS}
+    assert len(views["events"]) == 290 and len(views["prices"]) < 100  # cleaned
+
+    broker.start()
+    for topic in TOPICS:
+        assert java_consume(broker.bootstrap, topic) == views[topic], topic
+    broker.stop()
+    log = broker.server_log.read_text()
+    for sign in ("Found invalid", "Corrupt", "corrupt", "Truncat", "truncat", "ERROR"):
+        assert sign not in log, [line for line in log.splitlines() if sign in line][:5]

@@ -303,6 +303,22 @@ def test_cluster_id_is_stable_for_the_data_directory(tmp_path: Path) -> None:
     assert f"cluster.id={ids[0]}" in (tmp_path / "data" / "meta.properties").read_text()
 
 
+def test_node_id_is_a_setting_and_the_data_directory_keeps_it(tmp_path: Path) -> None:
+    broker = start_broker(tmp_path / "data", {"node.id": 1})
+    try:
+        with Client(broker.port) as conn:
+            response = metadata(conn, ["t"])
+            assert [b.node_id for b in response.brokers] == [1]
+            assert response.controller_id == 1
+            assert [p.leader_id for p in response.topics[0].partitions] == [1]
+    finally:
+        broker.stop()
+    assert "node.id=1\n" in (tmp_path / "data" / "meta.properties").read_text()
+    # As Kafka: a data directory served as node 1 is not served as node 0 ("Stored node id").
+    with pytest.raises(ConfigError, match="Stored node id 1 doesn't match previous node id 0"):
+        start_broker(tmp_path / "data")
+
+
 def test_advertised_address_is_what_metadata_names(tmp_path: Path) -> None:
     broker = start_broker(tmp_path / "data", advertise=("kafka.example.com", 19092))
     try:

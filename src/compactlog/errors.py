@@ -68,9 +68,18 @@ class StorageError(CompactlogError):
 
 
 class ConfigError(CompactlogError):
-    """An unknown config name or a value outside its valid range."""
+    """An unknown config name or a value outside its valid range.
+
+    ``kafka_message``, when set, is Kafka's own sentence for the same refusal (its
+    ``ConfigException`` text), which the broker sends to clients so that Kafka's tools print
+    what they print against Kafka; ``str()`` stays compactlog's more specific sentence.
+    """
 
     error_code = INVALID_CONFIG
+
+    def __init__(self, message: str, *, kafka_message: str | None = None) -> None:
+        super().__init__(message)
+        self.kafka_message = kafka_message
 
 
 class InvalidTopicError(CompactlogError):

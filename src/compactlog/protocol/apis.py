@@ -40,7 +40,11 @@ class ApiKey(IntEnum):
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     INCREMENTAL_ALTER_CONFIGS = 44
+    LIST_PARTITION_REASSIGNMENTS = 46
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 # Kafka's message names (the PascalCase of its schema files), by key.

@@ -294,7 +294,11 @@ class Broker:
             now = self._group_clock()
             timeout = None if deadline is None else max(0.001, (deadline - now) / 1000)
             try:
-                await asyncio.wait_for(wakeup.wait(), timeout)
+                # asyncio.timeout, not wait_for: on Python 3.11 a stop that cancels this task
+                # just as the timeout fires comes out of wait_for as TimeoutError (CPython
+                # gh-86296), the loop goes on with no deadline, and the stop waits forever.
+                async with asyncio.timeout(timeout):
+                    await wakeup.wait()
                 continue  # a request may have moved the next deadline
             except TimeoutError:
                 pass

@@ -209,10 +209,12 @@ def fetch_results(response: Struct) -> dict[tuple[str, int], Struct]:
     return {(t.topic, p.partition_index): p for t in response.responses for p in t.partitions}
 
 
-def metadata(client: Client, topics: Sequence[str] | None, auto_create: bool = True) -> Any:
+def metadata(
+    client: Client, topics: Sequence[str] | None, auto_create: bool = True, version: int = 4
+) -> Any:
     names = None if topics is None else [{"name": t} for t in topics]
     return client.call(
-        METADATA, 4, MetadataRequest(topics=names, allow_auto_topic_creation=auto_create)
+        METADATA, version, MetadataRequest(topics=names, allow_auto_topic_creation=auto_create)
     )
 
 
@@ -222,7 +224,7 @@ def test_api_versions_v0_lists_the_advertised_versions(client: Client) -> None:
     assert response.error_code == c.NONE
     got = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert got == ADVERTISED
-    assert got[PRODUCE] == (0, 7)  # v0 advertised for librdkafka < 2.11.1, v0-v2 refused
+    assert got[PRODUCE] == (0, 8)  # v0 advertised for librdkafka < 2.11.1, v0-v2 refused
 
 
 @pytest.mark.parametrize("version", [3, 4, 99])

@@ -157,6 +157,22 @@ def test_a_consumer_group_over_the_wire(tmp_path: Path) -> None:
                 "/127.0.0.1",
                 b"assignment",
             )
+            # v6: a group that does not exist is GROUP_ID_NOT_FOUND (Kafka 4.4's message)
+            v6 = client.call(DESCRIBE_GROUPS, 6, request).groups
+            assert [(g.error_code, g.error_message, g.group_state) for g in v6] == [
+                (c.NONE, None, "Stable"),
+                (c.GROUP_ID_NOT_FOUND, "Group other not found.", "Dead"),
+            ]
+            # v4+ filters by state, v5+ by type (every group here is classic)
+            for states, types, found in (
+                ([], [], [(GROUP, "Stable", "classic")]),
+                (["stable"], ["Classic", "Consumer"], [(GROUP, "Stable", "classic")]),
+                (["Empty"], [], []),
+                ([], ["consumer"], []),
+            ):
+                filtered = ListGroupsRequest(states_filter=states, types_filter=types)
+                listed = client.call(LIST_GROUPS, 5, filtered).groups
+                assert [(g.group_id, g.group_state, g.group_type) for g in listed] == found
             leave = LeaveGroupRequest(group_id=GROUP, member_id=member)
             assert client.call(LEAVE_GROUP, 1, leave).error_code == c.NONE
             assert client.call(LEAVE_GROUP, 1, leave).error_code == c.UNKNOWN_MEMBER_ID

@@ -206,6 +206,19 @@ class BrokerSettings:
             _explicit=explicit | frozenset(group_values),
         )
 
+    @property
+    def cluster_defaults(self) -> dict[str, str]:
+        """The cluster-wide dynamic broker defaults a Kafka 4.4 cluster has from its start.
+
+        Kafka's controller writes ``min.insync.replicas`` as a cluster-level config (resource
+        BROKER, name "") when the eligible-leader-replicas feature is on, which it is for every
+        cluster formatted by Kafka 4.1 or later, with the static setting's value. Kafka's tools
+        therefore show it among every topic's configs (DYNAMIC_DEFAULT_BROKER_CONFIG); so do
+        we. There are no other dynamic broker configs here: they cannot be altered.
+        """
+        value = self.store.get("min.insync.replicas")
+        return {"min.insync.replicas": str(value)}
+
     def describe(self) -> list[DescribedSetting]:
         """Every setting of the broker, store and coordinator with its value and whether it
         was set (STATIC_BROKER_CONFIG) or left at its default (DEFAULT_CONFIG), by name."""

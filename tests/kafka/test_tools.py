@@ -343,6 +343,8 @@ def test_kafka_consumer_groups(pair: BrokerPair) -> None:
             "Error: Assignments can only be reset if the group 'g2' is inactive, but the current "
             "state is Stable.",
         ]
+        busy = same("kafka-consumer-groups", "--delete", "--group", "g2")  # exit 0 on Kafka too
+        assert "GroupNotEmptyException" in busy.stdout
     finally:
         stopped = running.stop()
     # Both consumers read all 10 records and left the group when stopped (their shutdown hook).
@@ -351,3 +353,10 @@ def test_kafka_consumer_groups(pair: BrokerPair) -> None:
     ] * 2
     left = same("kafka-consumer-groups", "--describe", "--group", "g2", "--state")
     assert left.lines()[2].split()[3:] == ["-", "Empty", "0"]
+    # Deleting groups (DeleteGroups): an empty one, two at once, one that does not exist.
+    deleted = same("kafka-consumer-groups", "--delete", "--group", "g2")
+    assert deleted.lines() == ["Deletion of requested consumer groups ('g2') was successful."]
+    same("kafka-consumer-groups", "--delete", "--group", "g1", "--group", "fresh")
+    missing = same("kafka-consumer-groups", "--delete", "--group", "nosuch")
+    assert "GroupIdNotFoundException" in missing.stdout
+    assert same("kafka-consumer-groups", "--list").lines() == []

@@ -29,6 +29,8 @@ with warnings.catch_warnings():
         IncrementalAlterConfigsResponse,
     )
     from kafka.protocol.admin.groups import (
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
         DescribeGroupsRequest,
         DescribeGroupsResponse,
         ListGroupsRequest,
@@ -111,6 +113,7 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
         (AlterConfigsRequest, AlterConfigsResponse),
         (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
         (DescribeLogDirsRequest, DescribeLogDirsResponse),
+        (DeleteGroupsRequest, DeleteGroupsResponse),
         (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
         (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),

@@ -12,7 +12,8 @@ go as far as Kafka 4.4's own tools and Admin client go against Kafka 4.4, becaus
 versions decide what the tools print: CreateTopics v4+ (default partitions and replication
 factor) to v7 (topic ids), Metadata v10+ (topic ids) to v13, ListOffsets v7+ (max timestamp)
 to v11, DescribeConfigs v3-v4, DescribeGroups v6 (GROUP_ID_NOT_FOUND), ListGroups v5 (type
-filters), DeleteTopics v6, DeleteRecords v2, AlterConfigs v2, IncrementalAlterConfigs v1, and
+filters), DeleteGroups v0-v2, DeleteTopics v6, DeleteRecords v2, AlterConfigs v2,
+IncrementalAlterConfigs v1, and
 four APIs that exist only in flexible versions: DescribeCluster, DescribeTopicPartitions,
 ListPartitionReassignments and DescribeLogDirs. kafka-python, librdkafka 2.16 and aiokafka use
 the higher versions too where they know them; every one is checked against kafka-python's
@@ -54,6 +55,7 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     LIST_PARTITION_REASSIGNMENTS = 46
     DESCRIBE_CLUSTER = 60
@@ -89,6 +91,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 5),
+    ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),

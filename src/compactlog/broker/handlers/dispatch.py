@@ -18,6 +18,7 @@ from compactlog.broker.handlers.configs import (
 )
 from compactlog.broker.handlers.fetch import handle_fetch, handle_list_offsets
 from compactlog.broker.handlers.group_requests import (
+    handle_delete_groups,
     handle_describe_groups,
     handle_find_coordinator,
     handle_heartbeat,
@@ -68,6 +69,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,

@@ -18,6 +18,8 @@ Kafka. After every call the broker's coordinator timer is re-armed for the next 
 * ListGroups v0-v5 filters by state (v4+) and by type (v5+: every group here is "classic");
   DescribeGroups v0-v6 describes a group that does not exist as "Dead", with GROUP_ID_NOT_FOUND
   and Kafka's "Group <id> not found." from v6 on.
+* DeleteGroups v0-v2 deletes Empty groups (their offsets too): NON_EMPTY_GROUP for a group with
+  members, GROUP_ID_NOT_FOUND for one that does not exist.
 * OffsetCommit v2-v3: a partition of a topic that does not exist is answered
   UNKNOWN_TOPIC_OR_PARTITION by the handler, as Kafka's request handler does; the others go to the
   coordinator. OffsetFetch v1 has no top-level error: a group error is put on every partition.
@@ -36,6 +38,7 @@ from compactlog.broker.groups import GroupState
 from compactlog.errors import CompactlogError
 from compactlog.protocol import Request, Struct, codes
 from compactlog.protocol.messages import (
+    DeleteGroupsResponse,
     DescribeGroupsResponse,
     FindCoordinatorResponse,
     HeartbeatResponse,
@@ -48,6 +51,7 @@ from compactlog.protocol.messages import (
 )
 
 __all__ = [
+    "handle_delete_groups",
     "handle_describe_groups",
     "handle_find_coordinator",
     "handle_heartbeat",
@@ -307,4 +311,22 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request, peer: Pee
             }
             for g in described
         ],
+    )
+
+
+async def handle_delete_groups(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    names = list(dict.fromkeys(request.body.groups_names))
+    # Before the first group request there is no __consumer_offsets and so no group.
+    errors = (
+        {name: codes.GROUP_ID_NOT_FOUND for name in names}
+        if ctx.groups is None
+        else {g.group_id: g.error_code for g in ctx.groups.delete_groups(names)}
+    )
+    ctx.on_group_request()
+    for name, error in errors.items():
+        if error == codes.NONE:
+            logger.info("deleted group %s", name)
+    return DeleteGroupsResponse(
+        throttle_time_ms=0,
+        results=[{"group_id": name, "error_code": errors[name]} for name in names],
     )

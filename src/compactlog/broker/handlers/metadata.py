@@ -65,6 +65,7 @@ GROUP_API_KEYS = frozenset(
         ApiKey.OFFSET_FETCH,
         ApiKey.LIST_GROUPS,
         ApiKey.DESCRIBE_GROUPS,
+        ApiKey.DELETE_GROUPS,
     }
 )
 #: Kafka's internal topics: flagged ``is_internal`` in Metadata, never auto-created.

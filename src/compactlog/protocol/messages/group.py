@@ -1,5 +1,6 @@
 """The classic group protocol: JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14),
-DescribeGroups (15), ListGroups (16), and the group's offsets: OffsetCommit (8), OffsetFetch (9).
+DescribeGroups (15), ListGroups (16), DeleteGroups (42), and the group's offsets: OffsetCommit
+(8), OffsetFetch (9).
 
 The subscription and assignment blobs (``metadata``, ``assignment``) are opaque bytes to the
 broker: the leader client computes the assignment.
@@ -308,6 +309,29 @@ OFFSET_FETCH_RESPONSE = Message(
     ],
 )
 
+DELETE_GROUPS_REQUEST = Message(
+    "DeleteGroupsRequest",
+    42,
+    "0-2",
+    flexible="2+",
+    fields=[field("groups_names", ArrayOf(STRING))],
+)
+
+DELETE_GROUPS_RESPONSE = Message(
+    "DeleteGroupsResponse",
+    42,
+    "0-2",
+    flexible="2+",
+    fields=[
+        field("throttle_time_ms", INT32),
+        struct_array(
+            "results",
+            "DeletableGroupResult",
+            [field("group_id", STRING), field("error_code", INT16)],
+        ),
+    ],
+)
+
 JoinGroupRequest = JOIN_GROUP_REQUEST.cls
 JoinGroupResponse = JOIN_GROUP_RESPONSE.cls
 HeartbeatRequest = HEARTBEAT_REQUEST.cls
@@ -320,6 +344,8 @@ DescribeGroupsRequest = DESCRIBE_GROUPS_REQUEST.cls
 DescribeGroupsResponse = DESCRIBE_GROUPS_RESPONSE.cls
 ListGroupsRequest = LIST_GROUPS_REQUEST.cls
 ListGroupsResponse = LIST_GROUPS_RESPONSE.cls
+DeleteGroupsRequest = DELETE_GROUPS_REQUEST.cls
+DeleteGroupsResponse = DELETE_GROUPS_RESPONSE.cls
 OffsetCommitRequest = OFFSET_COMMIT_REQUEST.cls
 OffsetCommitResponse = OFFSET_COMMIT_RESPONSE.cls
 OffsetFetchRequest = OFFSET_FETCH_REQUEST.cls

@@ -10,17 +10,19 @@ brokers and why. Everything else must be byte for byte what Kafka's tools print 
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import subprocess
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.broker.conftest import CliBroker
-from tests.kafka.harness import KafkaBroker, run_tool
+from tests.kafka.harness import LIBS, TOOL_JVM_OPTS, TOOLS, KafkaBroker, run_tool, tools_log4j
 
 #: Broker settings both brokers share: Kafka's harness runs node 1 with groups that form at once.
 SHARED_CONFIG = {"node.id": 1, "group.initial.rebalance.delay.ms": 0}
@@ -144,8 +146,6 @@ def _sorted(text: str) -> str:
 
 
 def _diff(kafka: Outcome, compactlog: Outcome) -> str:
-    import difflib
-
     out = [f"exit: kafka {kafka.returncode}, compactlog {compactlog.returncode}"]
     for name in ("stdout", "stderr"):
         a, b = getattr(kafka, name), getattr(compactlog, name)
@@ -170,8 +170,6 @@ class Background:
     SIGTERM, which runs the tools' shutdown hooks (the consumer leaves its group)."""
 
     def __init__(self, pair: BrokerPair, tool: str, *args: str) -> None:
-        from tests.kafka.harness import LIBS, TOOL_JVM_OPTS, TOOLS, tools_log4j
-
         self.processes: list[subprocess.Popen[str]] = []
         for _, bootstrap, _ in pair.brokers:
             command = [
@@ -203,8 +201,7 @@ class Background:
 
 
 def eventually(check: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    import time
-
+    """``check()`` until it returns something true (returned), every half second."""
     deadline = time.monotonic() + timeout
     while True:
         result = check()
@@ -213,8 +210,3 @@ def eventually(check: Callable[[], Any], what: str, timeout: float = 60.0) -> An
         if time.monotonic() > deadline:
             raise AssertionError(f"no {what} after {timeout} s")
         time.sleep(0.5)
-
-
-def lines_of(outcomes: Sequence[Outcome]) -> Iterator[list[str]]:
-    for outcome in outcomes:
-        yield outcome.lines()

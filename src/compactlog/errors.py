@@ -68,9 +68,18 @@ class StorageError(CompactlogError):
 
 
 class ConfigError(CompactlogError):
-    """An unknown config name or a value outside its valid range."""
+    """An unknown config name or a value outside its valid range.
+
+    ``kafka_message``, when set, is Kafka's own sentence for the same refusal (its
+    ``ConfigException`` text), which the broker sends to clients so that Kafka's tools print
+    what they print against Kafka; ``str()`` stays compactlog's more specific sentence.
+    """
 
     error_code = INVALID_CONFIG
+
+    def __init__(self, message: str, *, kafka_message: str | None = None) -> None:
+        super().__init__(message)
+        self.kafka_message = kafka_message
 
 
 class InvalidTopicError(CompactlogError):
@@ -92,9 +101,18 @@ class InvalidPartitionsError(CompactlogError):
 
 
 class InvalidRecordError(CompactlogError):
-    """A record the log refuses as a whole batch (for example a null key on a compacted topic)."""
+    """A record the log refuses as a whole batch (for example a null key on a compacted topic).
+
+    ``record_errors`` names the offending records when the refusal is about records rather than
+    the batch: (index in the batch, Kafka's message for it), which Produce v8+ reports
+    (KIP-467) and Kafka's clients raise.
+    """
 
     error_code = INVALID_RECORD
+
+    def __init__(self, message: str, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
 
 class InvalidTimestampError(CompactlogError):

@@ -3,6 +3,7 @@ IncrementalAlterConfigs over a real socket."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from compactlog.protocol.messages import (
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
 )
+from compactlog.protocol.schema import ZERO_UUID
 from compactlog.storage.config import TOPIC_CONFIGS
 from tests.broker.test_server_basics import (
     ALTER_CONFIGS,
@@ -32,6 +34,7 @@ from tests.broker.test_server_basics import (
     batch,
     connected,
     create_topic,
+    metadata,
     produce_request,
     running_broker,
     start_broker,
@@ -103,40 +106,90 @@ def test_create_topics_with_configs(server: BrokerThread, client: Client) -> Non
     assert error == c.TOPIC_ALREADY_EXISTS and message and "already exists" in message
 
 
+def _assigned(*replicas: list[int]) -> dict[str, Any]:
+    return {
+        "num_partitions": -1,
+        "replication_factor": -1,
+        "assignments": [{"partition_index": p, "broker_ids": b} for p, b in enumerate(replicas)],
+    }
+
+
+# The messages are what a Kafka 4.4 broker answered for the same entries (node id 0 for 1).
 @pytest.mark.parametrize(
-    ("entry", "expected"),
+    ("entry", "expected", "message"),
     [
-        ({"name": "bad/name"}, c.INVALID_TOPIC_EXCEPTION),
-        ({"name": "x", "num_partitions": 0}, c.INVALID_PARTITIONS),
-        ({"name": "x", "num_partitions": -1}, c.INVALID_PARTITIONS),  # the default needs v4
-        ({"name": "x", "replication_factor": 3}, c.INVALID_REPLICATION_FACTOR),
-        ({"name": "x", "replication_factor": 0}, c.INVALID_REPLICATION_FACTOR),
-        ({"name": "x", "replication_factor": -1}, c.INVALID_REPLICATION_FACTOR),
-        ({"name": "x", "configs": {"no.such.config": "1"}}, c.INVALID_CONFIG),
-        ({"name": "x", "configs": {"cleanup.policy": "sometimes"}}, c.INVALID_CONFIG),
-        ({"name": "x", "configs": {"segment.bytes": None}}, c.INVALID_CONFIG),
-        (
-            {"name": "x", "assignments": [{"partition_index": 0, "broker_ids": [0]}]},
-            c.INVALID_REQUEST,  # with assignments, partitions and replication factor are -1
-        ),
-        (
-            {
-                "name": "x",
-                "num_partitions": -1,
-                "replication_factor": -1,
-                "assignments": [{"partition_index": 0, "broker_ids": [1]}],
-            },
-            c.INVALID_REPLICA_ASSIGNMENT,
-        ),
+        ({"name": "bad/name"}, c.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: 'bad/name' "
+         "contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"),
+        ({"name": ""}, c.INVALID_TOPIC_EXCEPTION,
+         "Topic name is invalid: the empty string is not allowed"),
+        ({"name": ".."}, c.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: '..' is not allowed"),
+        ({"name": "x", "num_partitions": 0}, c.INVALID_PARTITIONS,
+         "Number of partitions was set to an invalid non-positive value."),
+        ({"name": "x", "replication_factor": 3}, c.INVALID_REPLICATION_FACTOR,
+         "Unable to replicate the partition 3 time(s): The target replication factor of 3 cannot "
+         "be reached because only 1 broker(s) are registered or some brokers have all their log "
+         "directories cordoned."),
+        ({"name": "x", "replication_factor": 0}, c.INVALID_REPLICATION_FACTOR,
+         "Replication factor must be larger than 0, or -1 to use the default value."),
+        ({"name": "x", "configs": {"no.such.config": "1"}}, c.INVALID_CONFIG,
+         "Unknown topic config name: no.such.config"),
+        ({"name": "x", "configs": {"cleanup.policy": "sometimes"}}, c.INVALID_CONFIG,
+         "Invalid value sometimes for configuration cleanup.policy: String must be one of: "
+         "compact, delete"),
+        ({"name": "x", "configs": {"segment.bytes": None}}, c.INVALID_CONFIG,
+         "Null value not supported for topic configs: segment.bytes"),
+        # configs are checked before the partitions, as Kafka's controller checks them
+        ({"name": "x", "num_partitions": 0, "configs": {"retention.ms": "abc"}}, c.INVALID_CONFIG,
+         "Invalid value abc for configuration retention.ms: Not a number of type LONG"),
+        ({"name": "x", "assignments": [{"partition_index": 0, "broker_ids": [0]}]},
+         c.INVALID_REQUEST, "A manual partition assignment was specified, but numPartitions was "
+         "not set to -1."),
+        ({"name": "x", **_assigned([1])}, c.INVALID_REPLICA_ASSIGNMENT,
+         "The manual partition assignment includes broker 1, but no such broker is registered."),
+        ({"name": "x", **_assigned([0, 0])}, c.INVALID_REPLICA_ASSIGNMENT,
+         "The manual partition assignment includes the broker 0 more than once."),
+        ({"name": "x", **_assigned([])}, c.INVALID_REPLICA_ASSIGNMENT,
+         "The manual partition assignment includes an empty replica list."),
+        ({"name": "x", **_assigned([0]), "assignments": [{"partition_index": 1,
+          "broker_ids": [0]}]}, c.INVALID_REPLICA_ASSIGNMENT,
+         "partitions should be a consecutive 0-based integer sequence"),
     ],
-)
+)  # fmt: skip
 def test_create_topics_refusals(
-    server: BrokerThread, client: Client, entry: dict[str, Any], expected: int
+    server: BrokerThread, client: Client, entry: dict[str, Any], expected: int, message: str
 ) -> None:
-    ((error, message),) = create(client, entry).values()
-    assert error == expected
-    assert message  # every refusal says why
+    for version in (3, 7):
+        ((error, said),) = create(client, entry, version=version).values()
+        assert (error, said) == (expected, message)
     assert topics(server) == []
+
+
+def test_create_topics_defaults_and_what_v5_to_v7_answer(
+    server: BrokerThread, client: Client
+) -> None:
+    """-1 partitions and replication factor mean the defaults (KIP-464; Kafka accepts them in
+    every version); v5+ answers with the topic's partitions, replication factor and configs,
+    v7 with its topic id, the same id Metadata v10+ gives."""
+    entry = {"num_partitions": -1, "replication_factor": -1, "assignments": [],
+             "configs": [{"name": "max.message.bytes", "value": "2000"},
+                         {"name": "max.message.bytes", "value": "3000"}]}  # fmt: skip
+    request = CreateTopicsRequest(topics=[{"name": "d", **entry}], timeout_ms=5000)
+    (result,) = client.call(CREATE_TOPICS, 7, request).topics
+    assert (result.error_code, result.num_partitions, result.replication_factor) == (0, 1, 1)
+    configs = {c.name: (c.value, c.config_source) for c in result.configs}
+    assert configs["max.message.bytes"] == ("3000", 1)  # a key given twice: the last counts
+    assert configs["min.insync.replicas"] == ("1", 3)  # Kafka 4.4's cluster-wide default
+    assert configs["cleanup.policy"] == ("delete", 5)
+    assert set(configs) == set(TOPIC_CONFIGS)
+    described = metadata(client, ["d"], version=12).topics[0]
+    assert result.topic_id == described.topic_id != ZERO_UUID
+    (again,) = client.call(CREATE_TOPICS, 7, request).topics
+    assert (again.error_code, again.topic_id, again.num_partitions, again.configs) == (
+        c.TOPIC_ALREADY_EXISTS, ZERO_UUID, -1, []
+    )  # fmt: skip
+    (old,) = client.call(CREATE_TOPICS, 2, CreateTopicsRequest(
+        topics=[{"name": "e", **entry}], timeout_ms=5000)).topics  # fmt: skip
+    assert old.error_code == c.NONE
 
 
 def test_create_topics_with_an_assignment_and_validate_only(
@@ -158,7 +211,8 @@ def test_a_topic_named_twice_in_one_request_is_invalid(
     server: BrokerThread, client: Client
 ) -> None:
     result = create(client, {"name": "d"}, {"name": "d"}, {"name": "e"})
-    assert result["d"][0] == c.INVALID_REQUEST and result["e"] == (c.NONE, None)
+    assert result["d"] == (c.INVALID_REQUEST, "Duplicate topic name.")
+    assert result["e"] == (c.NONE, None)
     assert topics(server) == ["e"]
 
 
@@ -174,6 +228,29 @@ def test_delete_topics(server: BrokerThread, client: Client) -> None:
     }
     assert topics(server) == ["stays"]
     assert not (Path(server.broker.data_dir) / "gone-0").exists()
+
+
+def test_delete_topics_by_id_and_with_messages(server: BrokerThread, client: Client) -> None:
+    """v5+ says why (Kafka's message of the code), v6 names topics by name or by id."""
+    create_topic(server, "by-id")
+    create_topic(server, "by-name")
+    topic_id = metadata(client, ["by-id"], version=10).topics[0].topic_id
+    unknown = uuid.UUID(int=12345)
+    request = DeleteTopicsRequest(
+        topics=[{"name": None, "topic_id": topic_id}, {"name": None, "topic_id": unknown},
+                {"name": "by-name"}, {"name": "never"}],
+        timeout_ms=5000,
+    )  # fmt: skip
+    response = client.call(DELETE_TOPICS, 6, request)
+    assert [(r.name, r.topic_id, r.error_code, r.error_message) for r in response.responses] == [
+        ("by-id", topic_id, c.NONE, None),
+        (None, unknown, c.UNKNOWN_TOPIC_ID, "This server does not host this topic ID."),
+        ("by-name", response.responses[2].topic_id, c.NONE, None),
+        ("never", ZERO_UUID, c.UNKNOWN_TOPIC_OR_PARTITION,
+         "This server does not host this topic-partition."),
+    ]  # fmt: skip
+    assert response.responses[2].topic_id != ZERO_UUID
+    assert topics(server) == []
 
 
 # --- DeleteRecords -------------------------------------------------------------------------------
@@ -238,13 +315,35 @@ def test_describe_topic_configs_lists_every_config_with_its_source(tmp_path: Pat
                 ("cleanup.policy", "compact", 1),
                 ("log.cleanup.policy", "delete", 5),
             ]
+            # Kafka lists synonyms from log.retention.ms on, which is not set: none, and the
+            # source is "default" although log.retention.hours set the value (Kafka 4.4 too).
             retention = configs["retention.ms"]
-            assert (retention.value, retention.config_source) == ("3600000", 4)  # store-wide
+            assert (retention.value, retention.config_source, retention.synonyms) == (
+                "3600000", 5, []
+            )  # fmt: skip
             assert configs["segment.bytes"].config_source == 5  # default
             plain = describe(client, TOPIC, "t", keys=["segment.bytes", "nope"], version=1)
             assert [(e.name, e.synonyms) for e in plain.configs] == [("segment.bytes", [])]
             missing = describe(client, TOPIC, "missing")
-            assert missing.error_code == c.UNKNOWN_TOPIC_OR_PARTITION and missing.error_message
+            # Kafka 4.4 sends an empty message, with the error and without one
+            assert (missing.error_code, missing.error_message) == (
+                c.UNKNOWN_TOPIC_OR_PARTITION, ""
+            )  # fmt: skip
+            assert result.error_message == ""
+            # v3+: types and, when asked, documentation; the cluster-wide min.insync.replicas
+            v4 = client.call(DESCRIBE_CONFIGS, 4, DescribeConfigsRequest(
+                resources=[{"resource_type": TOPIC, "resource_name": "t",
+                            "configuration_keys": ["min.insync.replicas", "segment.bytes"]}],
+                include_synonyms=True, include_documentation=True)).results[0]  # fmt: skip
+            isr, segment = v4.configs
+            assert (isr.name, isr.value, isr.config_source, isr.config_type) == (
+                "min.insync.replicas", "1", 3, 3
+            )  # fmt: skip
+            assert [(s.name, s.value, s.source) for s in isr.synonyms] == [
+                ("min.insync.replicas", "1", 3),
+                ("min.insync.replicas", "1", 5),
+            ]
+            assert segment.config_type == 3 and segment.documentation
     finally:
         server.stop()
 
@@ -266,9 +365,19 @@ def test_describe_broker_configs(tmp_path: Path) -> None:
             assert configs["socket.request.max.bytes"].config_source == 5
             assert configs["offsets.topic.num.partitions"].value == "1"
             assert configs["auto.create.topics.enable"].value == "true"
-            assert all(e.read_only for e in result.configs)
-            assert describe(client, BROKER, "").configs == []
-            assert describe(client, BROKER, "7").error_code == c.INVALID_REQUEST
+            assert [e.name for e in result.configs if not e.read_only] == ["min.insync.replicas"]
+            assert configs["min.insync.replicas"].config_source == 3
+            # the cluster-wide dynamic defaults: min.insync.replicas, as Kafka 4.4 starts with
+            cluster = describe(client, BROKER, "", synonyms=True).configs
+            assert [(e.name, e.value, e.config_source, e.read_only) for e in cluster] == [
+                ("min.insync.replicas", "1", 3, False)
+            ]
+            wrong = describe(client, BROKER, "7")
+            assert (wrong.error_code, wrong.error_message) == (
+                c.INVALID_REQUEST,
+                "Unexpected broker id, expected 0 or empty string, but received 7",
+            )
+            assert describe(client, BROKER, "x").error_code == c.INVALID_REQUEST
             assert describe(client, 8, "x").error_code == c.INVALID_REQUEST
     finally:
         server.stop()
@@ -320,9 +429,17 @@ def test_alter_configs_replaces_the_set_of_overrides(server: BrokerThread, clien
     assert alter(client, "a", {"retention.ms": "5000", "segment.ms": "2000"}) == (c.NONE, None)
     assert overrides(server, "a") == {"retention.ms": "5000", "segment.ms": "2000"}
     error, message = alter(client, "a", {"segment.bytes": "1"})
-    assert error == c.INVALID_CONFIG and message and "segment.bytes" in message
+    assert (error, message) == (
+        c.INVALID_CONFIG,
+        "Invalid value 1 for configuration segment.bytes: Value must be at least 14",
+    )
     assert overrides(server, "a") == {"retention.ms": "5000", "segment.ms": "2000"}
-    assert alter(client, "zz", {})[0] == c.UNKNOWN_TOPIC_OR_PARTITION
+    assert alter(client, "zz", {}) == (
+        c.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'zz' does not exist."
+    )  # fmt: skip
+    assert alter(client, "a", {"retention.ms": None}) == (
+        c.INVALID_REQUEST, "Null value not supported for : retention.ms"
+    )  # fmt: skip
 
 
 def test_incremental_alter_configs(server: BrokerThread, client: Client) -> None:
@@ -335,11 +452,29 @@ def test_incremental_alter_configs(server: BrokerThread, client: Client) -> None
     assert overrides(server, "i") == {"cleanup.policy": "compact", "retention.bytes": "1000000"}
     # validate_only changes nothing; errors leave everything as it was.
     assert incremental(client, "i", [("retention.bytes", DELETE, None)], True) == (c.NONE, None)
-    assert incremental(client, "i", [("segment.ms", APPEND, "1")])[0] == c.INVALID_CONFIG
-    assert incremental(client, "i", [("nope", SET, "1")])[0] == c.INVALID_CONFIG
+    # Kafka 4.4's answers to the same requests:
+    assert incremental(client, "i", [("segment.ms", APPEND, "1")]) == (
+        c.INVALID_CONFIG, "Can't APPEND to key segment.ms because its type is not LIST."
+    )  # fmt: skip
+    assert incremental(client, "i", [("nope", SET, "1")]) == (
+        c.INVALID_CONFIG, "Unknown topic config name: nope"
+    )  # fmt: skip
+    assert incremental(client, "i", [("nope", DELETE, None)]) == (c.NONE, None)  # ignored
+    assert incremental(client, "i", [("retention.ms", SET, "-5")]) == (
+        c.INVALID_CONFIG,
+        "Invalid value -5 for configuration retention.ms: Value must be at least -1",
+    )
+    assert incremental(client, "i", [("retention.ms", SET, None)]) == (
+        c.INVALID_REQUEST, "Null value not supported for : retention.ms"
+    )  # fmt: skip
+    assert incremental(client, "missing", [("retention.ms", SET, "1")]) == (
+        c.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'missing' does not exist."
+    )  # fmt: skip
     assert incremental(client, "i", [("segment.ms", 9, "1")])[0] == c.INVALID_REQUEST
     twice = [("segment.ms", SET, "1"), ("segment.ms", DELETE, None)]
-    assert incremental(client, "i", twice)[0] == c.INVALID_REQUEST
+    assert incremental(client, "i", twice) == (
+        c.INVALID_REQUEST, "Error due to duplicate config keys"
+    )  # fmt: skip
     assert incremental(client, "0", [("x", SET, "1")], resource_type=BROKER)[0] == (
         c.INVALID_REQUEST
     )

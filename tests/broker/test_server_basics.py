@@ -209,10 +209,12 @@ def fetch_results(response: Struct) -> dict[tuple[str, int], Struct]:
     return {(t.topic, p.partition_index): p for t in response.responses for p in t.partitions}
 
 
-def metadata(client: Client, topics: Sequence[str] | None, auto_create: bool = True) -> Any:
+def metadata(
+    client: Client, topics: Sequence[str] | None, auto_create: bool = True, version: int = 4
+) -> Any:
     names = None if topics is None else [{"name": t} for t in topics]
     return client.call(
-        METADATA, 4, MetadataRequest(topics=names, allow_auto_topic_creation=auto_create)
+        METADATA, version, MetadataRequest(topics=names, allow_auto_topic_creation=auto_create)
     )
 
 
@@ -222,7 +224,7 @@ def test_api_versions_v0_lists_the_advertised_versions(client: Client) -> None:
     assert response.error_code == c.NONE
     got = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
     assert got == ADVERTISED
-    assert got[PRODUCE] == (0, 7)  # v0 advertised for librdkafka < 2.11.1, v0-v2 refused
+    assert got[PRODUCE] == (0, 8)  # v0 advertised for librdkafka < 2.11.1, v0-v2 refused
 
 
 @pytest.mark.parametrize("version", [3, 4, 99])
@@ -301,6 +303,22 @@ def test_cluster_id_is_stable_for_the_data_directory(tmp_path: Path) -> None:
             broker.stop()
     assert ids[0] == ids[1] and len(ids[0]) == 22
     assert f"cluster.id={ids[0]}" in (tmp_path / "data" / "meta.properties").read_text()
+
+
+def test_node_id_is_a_setting_and_the_data_directory_keeps_it(tmp_path: Path) -> None:
+    broker = start_broker(tmp_path / "data", {"node.id": 1})
+    try:
+        with Client(broker.port) as conn:
+            response = metadata(conn, ["t"])
+            assert [b.node_id for b in response.brokers] == [1]
+            assert response.controller_id == 1
+            assert [p.leader_id for p in response.topics[0].partitions] == [1]
+    finally:
+        broker.stop()
+    assert "node.id=1\n" in (tmp_path / "data" / "meta.properties").read_text()
+    # As Kafka: a data directory served as node 1 is not served as node 0 ("Stored node id").
+    with pytest.raises(ConfigError, match="Stored node id 1 doesn't match previous node id 0"):
+        start_broker(tmp_path / "data")
 
 
 def test_advertised_address_is_what_metadata_names(tmp_path: Path) -> None:

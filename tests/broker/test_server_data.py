@@ -99,6 +99,21 @@ def test_keyless_record_to_a_compacted_topic_is_invalid_record_and_nothing_is_ap
     assert (results[("c", 0)].error_code, results[("c", 0)].base_offset) == (c.INVALID_RECORD, -1)
     assert results[("c", 1)].error_code == c.NONE
     assert log_end_offset(server, "c", 0) == 0 and log_end_offset(server, "c", 1) == 1
+    # v8 names the records and says why, as Kafka 4.4 does (its Java producer raises that)
+    keyless = batch([(None, b"0"), (b"k", b"1")] + [(None, b"%d" % i) for i in range(2, 6)])
+    refused = produce_results(client.call(PRODUCE, 8, produce_request({("c", 0): keyless})))
+    p = refused[("c", 0)]
+    why = "Compacted topic cannot accept message without key in topic partition c-0"
+    assert (p.error_code, p.base_offset, p.log_start_offset) == (c.INVALID_RECORD, -1, 0)
+    assert [(e.batch_index, e.batch_index_error_message) for e in p.record_errors] == [
+        (i, why) for i in (0, 2, 3, 4, 5)
+    ]
+    assert p.error_message == (
+        "One or more records have been rejected due to 5 record errors in total, and only "
+        f"showing the first three errors at most: [RecordError(batchIndex=0, message='{why}'), "
+        f"RecordError(batchIndex=2, message='{why}'), RecordError(batchIndex=3, message='{why}')]"
+    )
+    assert log_end_offset(server, "c", 0) == 0
 
 
 def _with_magic(data: bytes, magic: int) -> bytes:
@@ -360,6 +375,53 @@ def test_list_offsets(server: BrokerThread, client: Client) -> None:
     )
     p = client.call(LIST_OFFSETS, 2, unknown).topics[0].partitions[0]
     assert (p.error_code, p.offset) == (c.UNKNOWN_TOPIC_OR_PARTITION, -1)
+
+
+def test_list_offsets_special_timestamps_and_leader_epochs(
+    server: BrokerThread, client: Client
+) -> None:
+    """What Kafka 4.4 answered for the same log (v4+ leader epochs, v7+ max timestamp, v8+
+    earliest local, v9+ latest tiered, v11 earliest pending upload)."""
+    create_topic(server, "m")
+    create_topic(server, "empty")
+    produce(client, "m", 0, batch([(b"a", b"1"), (b"b", b"2"), (b"c", b"3")],
+                                  timestamps=[NOW + 1000, NOW + 5000, NOW + 4000]))  # fmt: skip
+    produce(client, "m", 0, batch([(b"c", b"3"), (b"d", b"4")], timestamps=[NOW + 5000, NOW]))
+
+    def ask(
+        topic: str, timestamp: int, version: int = 11, epoch: int = -1
+    ) -> tuple[int, int, int, int]:
+        partition = {"partition_index": 0, "current_leader_epoch": epoch, "timestamp": timestamp}
+        request = ListOffsetsRequest(
+            replica_id=-1, topics=[{"name": topic, "partitions": [partition]}], timeout_ms=1000
+        )
+        p = client.call(LIST_OFFSETS, version, request).topics[0].partitions[0]
+        return p.error_code, p.timestamp, p.offset, p.leader_epoch
+
+    assert ask("m", -1) == (c.NONE, -1, 5, 0)
+    assert ask("m", -2) == (c.NONE, -1, 0, 0)
+    assert ask("m", -3) == (c.NONE, NOW + 5000, 1, 0)  # the first record holding the max
+    assert ask("m", -4) == (c.NONE, -1, 0, 0)
+    assert ask("m", -5) == (c.NONE, -1, -1, -1)
+    assert ask("m", -6) == (c.NONE, -1, -1, -1)
+    assert ask("m", -7) == (c.UNSUPPORTED_VERSION, -1, -1, -1)
+    assert ask("m", NOW + 1500) == (c.NONE, NOW + 5000, 1, 0)
+    assert ask("m", NOW + 5001) == (c.NONE, -1, -1, -1)
+    assert ask("empty", -3) == (c.NONE, -1, -1, -1)
+    assert ask("empty", -1) == (c.NONE, -1, 0, 0)
+    for timestamp, first in ((-3, 7), (-4, 8), (-5, 9), (-6, 11)):
+        assert ask("m", timestamp, version=first - 1)[0] == c.UNSUPPORTED_VERSION
+        assert ask("m", timestamp, version=first)[0] == c.NONE
+    assert ask("m", -1, epoch=1)[0] == c.UNKNOWN_LEADER_EPOCH
+    assert ask("m", -1, epoch=-2)[0] == c.FENCED_LEADER_EPOCH
+    assert ask("m", -1, epoch=0)[0] == c.NONE
+    assert ask("m", -1, version=3)[3] == -1  # no leader epoch before v4
+    twice = ListOffsetsRequest(
+        replica_id=-1,
+        topics=[{"name": "m", "partitions": [{"partition_index": 0, "timestamp": -1}] * 2}],
+    )
+    (p,) = client.call(LIST_OFFSETS, 11, twice).topics[0].partitions
+    assert (p.partition_index, p.error_code) == (0, c.INVALID_REQUEST)
 
 
 # --- InitProducerId and restarts -----------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 from compactlog.broker.server import BrokerThread
 from compactlog.protocol import codes as c
 from compactlog.protocol.messages import (
+    DeleteGroupsRequest,
     DescribeGroupsRequest,
     FindCoordinatorRequest,
     HeartbeatRequest,
@@ -29,6 +30,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
 
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP = 8, 9, 10, 11
 HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 12, 13, 14, 15, 16
+DELETE_GROUPS = 42
 GROUP = "g"
 
 
@@ -157,6 +159,22 @@ def test_a_consumer_group_over_the_wire(tmp_path: Path) -> None:
                 "/127.0.0.1",
                 b"assignment",
             )
+            # v6: a group that does not exist is GROUP_ID_NOT_FOUND (Kafka 4.4's message)
+            v6 = client.call(DESCRIBE_GROUPS, 6, request).groups
+            assert [(g.error_code, g.error_message, g.group_state) for g in v6] == [
+                (c.NONE, None, "Stable"),
+                (c.GROUP_ID_NOT_FOUND, "Group other not found.", "Dead"),
+            ]
+            # v4+ filters by state, v5+ by type (every group here is classic)
+            for states, types, found in (
+                ([], [], [(GROUP, "Stable", "classic")]),
+                (["stable"], ["Classic", "Consumer"], [(GROUP, "Stable", "classic")]),
+                (["Empty"], [], []),
+                ([], ["consumer"], []),
+            ):
+                filtered = ListGroupsRequest(states_filter=states, types_filter=types)
+                listed = client.call(LIST_GROUPS, 5, filtered).groups
+                assert [(g.group_id, g.group_state, g.group_type) for g in listed] == found
             leave = LeaveGroupRequest(group_id=GROUP, member_id=member)
             assert client.call(LEAVE_GROUP, 1, leave).error_code == c.NONE
             assert client.call(LEAVE_GROUP, 1, leave).error_code == c.UNKNOWN_MEMBER_ID
@@ -167,6 +185,36 @@ def test_a_consumer_group_over_the_wire(tmp_path: Path) -> None:
     try:
         with Client(server.port) as client:
             assert fetch_offsets(client, {"t": [0]}, version=1)[1] == {("t", 0): (5, "m", 0)}
+    finally:
+        server.stop()
+
+
+def test_delete_groups(tmp_path: Path) -> None:
+    server = start_broker(tmp_path / "data")
+    try:
+        create_topic(server, "t", 1)
+        with Client(server.port) as client:
+
+            def delete(*names: str, version: int = 2) -> list[tuple[str, int]]:
+                request = DeleteGroupsRequest(groups_names=list(names))
+                results = client.call(DELETE_GROUPS, version, request).results
+                return [(r.group_id, r.error_code) for r in results]
+
+            # before any group request: no __consumer_offsets, no group
+            assert delete("nosuch") == [("nosuch", c.GROUP_ID_NOT_FOUND)]
+            joined = join(client)
+            member, generation = joined.member_id, joined.generation_id
+            sync(client, generation, member, {member: b"a"})
+            assert commit(client, generation, member, {("t", 0): 3}) == {("t", 0): c.NONE}
+            assert delete(GROUP, version=0) == [(GROUP, c.NON_EMPTY_GROUP)]
+            leave = LeaveGroupRequest(group_id=GROUP, member_id=member)
+            assert client.call(LEAVE_GROUP, 1, leave).error_code == c.NONE
+            assert delete(GROUP, "nosuch") == [
+                (GROUP, c.NONE),
+                ("nosuch", c.GROUP_ID_NOT_FOUND),
+            ]
+            assert client.call(LIST_GROUPS, 5, ListGroupsRequest()).groups == []
+            assert fetch_offsets(client, {"t": [0]})[1] == {("t", 0): (-1, "", 0)}
     finally:
         server.stop()
 

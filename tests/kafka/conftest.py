@@ -1,4 +1,5 @@
-"""Fixtures of the ``kafka`` tier: Apache Kafka itself as the oracle (tests/kafka/harness.py).
+"""Fixtures of the ``kafka`` tier: Apache Kafka itself as the oracle (tests/kafka/harness.py),
+and ``compactlog serve`` beside it.
 
 Every test here is marked ``kafka``. Where Java or Kafka's jars are missing the whole tier is
 skipped, and the run says why in one line.
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.broker.conftest import CliBroker
 from tests.kafka.harness import KafkaBroker, unavailable
 
 _REASON = unavailable()
@@ -47,3 +49,23 @@ def kafka(tmp_path: Path) -> Iterator[Callable[..., KafkaBroker]]:
     yield make
     for broker in made:
         broker.kill()
+
+
+@pytest.fixture
+def compactlog_serve(tmp_path: Path) -> Iterator[Callable[..., CliBroker]]:
+    """``compactlog_serve(config=None, data_dir=None)`` makes a (not yet started) ``compactlog
+    serve`` process on a free port; every one still running afterwards is stopped."""
+    made: list[CliBroker] = []
+
+    def make(config: dict[str, Any] | None = None, data_dir: Path | None = None) -> CliBroker:
+        broker = CliBroker(
+            data_dir or tmp_path / f"compactlog-{len(made)}",
+            config or {},
+            tmp_path / f"compactlog-{len(made)}.log",
+        )
+        made.append(broker)
+        return broker
+
+    yield make
+    for broker in made:
+        broker.stop()

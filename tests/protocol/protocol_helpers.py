@@ -7,12 +7,19 @@ Kafka's.
 
 from __future__ import annotations
 
+import uuid
 import warnings
 from typing import Any
 
 with warnings.catch_warnings():
     # kafka-python's package import uses importlib.resources.read_text, deprecated in 3.11.
     warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.admin.cluster import (
+        DescribeClusterRequest,
+        DescribeClusterResponse,
+        DescribeLogDirsRequest,
+        DescribeLogDirsResponse,
+    )
     from kafka.protocol.admin.configs import (
         AlterConfigsRequest,
         AlterConfigsResponse,
@@ -22,6 +29,8 @@ with warnings.catch_warnings():
         IncrementalAlterConfigsResponse,
     )
     from kafka.protocol.admin.groups import (
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
         DescribeGroupsRequest,
         DescribeGroupsResponse,
         ListGroupsRequest,
@@ -34,6 +43,10 @@ with warnings.catch_warnings():
         DeleteRecordsResponse,
         DeleteTopicsRequest,
         DeleteTopicsResponse,
+        DescribeTopicPartitionsRequest,
+        DescribeTopicPartitionsResponse,
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
     )
     from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
     from kafka.protocol.consumer.group import (
@@ -66,6 +79,7 @@ from compactlog.protocol.schema import (
     FLOAT64,
     RECORDS,
     STRING,
+    UUID,
     ArrayOf,
     Field,
     Primitive,
@@ -98,6 +112,11 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
         (DescribeConfigsRequest, DescribeConfigsResponse),
         (AlterConfigsRequest, AlterConfigsResponse),
         (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+        (DescribeLogDirsRequest, DescribeLogDirsResponse),
+        (DeleteGroupsRequest, DeleteGroupsResponse),
+        (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
+        (DescribeClusterRequest, DescribeClusterResponse),
+        (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
     ]
 }
 
@@ -116,9 +135,17 @@ def _bits_from_kp(bits: set[int] | None) -> int:
 
 
 # kafka-python patches a few int32 fields into "bitfields" (sets of bit numbers, None for
-# INT32_MIN); Kafka's schema and ours keep the int32.
+# INT32_MIN), renaming some to ``authorized_operations``; Kafka's schema and ours keep the int32
+# under Kafka's name. (struct, our field) -> (kafka-python's field, to theirs, from theirs).
+_BITS = (_bits_to_kp, _bits_from_kp)
 _KP_CONVERSIONS = {
-    ("DescribedGroup", "authorized_operations"): (_bits_to_kp, _bits_from_kp),
+    ("DescribedGroup", "authorized_operations"): ("authorized_operations", *_BITS),
+    ("MetadataResponse", "cluster_authorized_operations"): ("authorized_operations", *_BITS),
+    ("MetadataResponseTopic", "topic_authorized_operations"): ("authorized_operations", *_BITS),
+    ("DescribeClusterResponse", "cluster_authorized_operations"): (
+        "authorized_operations",
+        *_BITS,
+    ),
 }
 
 
@@ -166,6 +193,8 @@ class Sampler:
             return b"\x00\x01records" + bytes([n % 256]) * 40
         if t is FLOAT64:
             return n + 0.5
+        if t is UUID:
+            return uuid.UUID(int=(n * 0x9E3779B97F4A7C15_F39CC0605CEDC834) % 2**128)
         bits = _INT_RANGES[t.name]
         value = (n * 7919) % (2**bits) or 1
         if default == value:
@@ -187,7 +216,10 @@ def to_kafka_python(kp_cls: Any, sdef: StructDef, version: int, values: dict[str
             else:
                 v = to_kafka_python(child_cls, child, version, v)
         conversion = _KP_CONVERSIONS.get((sdef.name, f.name))
-        kwargs[f.name] = v if conversion is None else conversion[0](v)
+        if conversion is None:
+            kwargs[f.name] = v
+        else:
+            kwargs[conversion[0]] = conversion[1](v)
     return kp_cls(**kwargs)
 
 
@@ -203,10 +235,11 @@ def assert_same(ours: Any, theirs: Any, sdef: StructDef, version: int, path: str
     """Every field of ``version``: ours (a Struct or dict) equals theirs (any object)."""
     for f in present(sdef, version):
         a = ours[f.name] if isinstance(ours, dict) else getattr(ours, f.name)
-        b = getattr(theirs, f.name)
         conversion = _KP_CONVERSIONS.get((sdef.name, f.name))
-        if conversion is not None:
-            b = conversion[1](b)
+        if conversion is None:
+            b = getattr(theirs, f.name)
+        else:
+            b = conversion[2](getattr(theirs, conversion[0]))
         where = f"{path}.{f.name}"
         child = _child(f)
         if child is None or a is None or b is None:

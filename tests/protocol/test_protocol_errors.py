@@ -205,8 +205,8 @@ def test_flexible_api_versions_request_is_unsupported_with_its_header(version: i
 
 
 def test_api_versions_advertises_produce_from_v0() -> None:
-    assert ADVERTISED[0] == (0, 7)
-    assert SUPPORTED[0] == (3, 7)
+    assert ADVERTISED[0] == (0, 8)
+    assert SUPPORTED[0] == (3, 8)
     assert {k: v for k, v in ADVERTISED.items() if k != 0} == {
         k: v for k, v in SUPPORTED.items() if k != 0
     }
@@ -230,7 +230,7 @@ def test_produce_v0_to_v2_is_unsupported(version: int) -> None:
     assert e.value.header == RequestHeader(0, version, 99, None)
 
 
-@pytest.mark.parametrize(("key", "version"), [(1, 3), (1, 12), (3, 0), (3, 5), (18, 5)])
+@pytest.mark.parametrize(("key", "version"), [(1, 3), (1, 12), (3, 0), (3, 14), (18, 5), (75, 1)])
 def test_versions_outside_supported_are_refused(key: int, version: int) -> None:
     frame = struct.pack(">hhih", key, version, 1, -1)
     with pytest.raises(UnsupportedRequestError):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import struct
+import uuid
 
 import pytest
 
 from compactlog.protocol import RequestHeader, decode_request, encode_request, encode_response
+from compactlog.protocol.compiler import Message
 from compactlog.protocol.messages import (
     FETCH_REQUEST,
     PRODUCE_REQUEST,
@@ -16,13 +18,18 @@ from compactlog.protocol.messages import (
     MetadataResponse,
     ProduceRequest,
 )
+from compactlog.protocol.primitives import Reader
 from compactlog.protocol.schema import (
     INT32,
     MAX_VERSION,
     NO_VERSIONS,
+    STRING,
+    UUID,
+    ZERO_UUID,
     StructDef,
     field,
     parse_versions,
+    struct_array,
 )
 
 
@@ -166,3 +173,46 @@ def test_a_produce_request_header_with_client_id() -> None:
     assert request.header == RequestHeader(0, 7, 3, "id")
     assert (request.api_key, request.api_version) == (0, 7)
     assert request.body == ProduceRequest(acks=1, timeout_ms=10)
+
+
+def test_nullable_struct_fields_and_uuids() -> None:
+    """A single struct may be nullable (an int8 marker, -1 or 1, precedes it); uuids are 16
+    bytes. An array of such structs with every inner struct null is not refused as too short."""
+    inner = StructDef("Cursor", [field("name", STRING), field("at", INT32)])
+    message = Message(
+        "ProbeRequest",
+        9999,
+        "0-1",
+        "1+",
+        [
+            struct_array(
+                "items",
+                "Item",
+                [field("id", UUID), field("cursor", inner, nullable="0+", default=None)],
+            ),
+            field("last", inner, nullable="1+", default=None),
+        ],
+    )
+    some_id = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
+    for version in (0, 1):
+        body = message.cls(
+            items=[{"id": some_id}, {"cursor": {"name": "t", "at": 3}}, {}],
+            last={"name": "x", "at": 1} if version else None,
+        )
+        out = bytearray()
+        if version == 0:  # "last" is not nullable in v0: None there is our mistake
+            with pytest.raises(ValueError, match=r"last: None in a field that is not nullable"):
+                message.encode(message.cls(items=[], last=None), 0, bytearray())
+            body.last = {"name": "", "at": 0}
+        message.encode(body, version, out)
+        decoded = message.decoder(version)(Reader(out))
+        assert [i.id for i in decoded.items] == [some_id, ZERO_UUID, ZERO_UUID]
+        assert decoded.items[0].cursor is None
+        assert decoded.items[1].cursor.name == "t"
+        assert decoded.last.name == ("x" if version else "")
+    null_cursor = bytearray()
+    message.encode(message.cls(items=[{}], last=None), 1, null_cursor)
+    # items: count 2, uuid 16 zero bytes, cursor marker -1, item tags; last: marker -1; tags
+    assert bytes(null_cursor) == b"\x02" + bytes(16) + b"\xff\x00" + b"\xff\x00"
+    with pytest.raises(ValueError, match=r"expected a uuid\.UUID"):
+        message.encode(message.cls(items=[{"id": "not-a-uuid"}]), 1, bytearray())

@@ -455,12 +455,16 @@ class GroupCoordinator:
         return self.offset_manager.fetch(group_id, partitions)
 
     def list_groups(self, states: Iterable[str] | None = None) -> list[ListedGroup]:
-        """ListGroups, optionally only groups in ``states`` (Kafka's names, any case)."""
+        """ListGroups, optionally only groups in ``states`` (Kafka's names, any case), in the
+        order of their ``__consumer_offsets`` partitions, as Kafka 4.4 lists them (one
+        coordinator shard after the other); within a partition in the order they were made
+        (Kafka's follows its hash table)."""
         self._advance()
         wanted = None if states is None else {s.lower() for s in states}
+        groups = sorted(self.groups.values(), key=lambda g: self.partition_for(g.group_id))
         return [
             ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-            for g in self.groups.values()
+            for g in groups
             if wanted is None or not wanted or g.state.value.lower() in wanted
         ]
 

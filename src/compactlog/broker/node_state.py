@@ -1,8 +1,10 @@
 """What the broker keeps in the data directory besides the store: its identity and producer ids.
 
 * ``meta.properties`` (Kafka's file of the same name, in Java properties syntax): the cluster id,
-  stable for the life of the data directory, and the node id (always 0 here). Written once, when
-  absent, so Metadata answers the same cluster id after every restart.
+  stable for the life of the data directory, and the node id (the ``node.id`` setting, 0 unless
+  set). Written once, when absent, so Metadata answers the same cluster id after every restart.
+  A later start with another ``node.id`` is refused, as Kafka refuses it: the node id names the
+  leader of every partition in clients' caches and in ``__consumer_offsets``.
 * ``compactlog-producer-ids.json``: the end of the last block of producer ids handed out. Like
   Kafka's ``ProducerIdManager``, ids are allocated in blocks of :data:`PRODUCER_ID_BLOCK_SIZE`;
   a block's end is written (atomically, fsynced) *before* any id of it is returned, so a restart,
@@ -21,7 +23,7 @@ import logging
 import os
 import uuid
 
-from compactlog.errors import StorageError
+from compactlog.errors import ConfigError, StorageError
 from compactlog.storage.fs import FileSystem, write_file_atomically
 from compactlog.storage.store import Store
 
@@ -38,7 +40,8 @@ logger = logging.getLogger("compactlog.broker")
 
 META_PROPERTIES_FILE = "meta.properties"
 PRODUCER_IDS_FILE = "compactlog-producer-ids.json"
-#: The node id of the one broker (Kafka's ``node.id``): leader, replica and coordinator of all.
+#: The default node id of the one broker (Kafka's ``node.id``, which has no default in Kafka):
+#: leader, replica and coordinator of every partition and group.
 NODE_ID = 0
 #: Producer ids per persisted block (Kafka's ``ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE``).
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -63,8 +66,11 @@ def _parse_properties(text: str) -> dict[str, str]:
     return props
 
 
-def load_cluster_id(store: Store) -> str:
-    """The cluster id of ``store``'s data directory, created and written on first use."""
+def load_cluster_id(store: Store, node_id: int = NODE_ID) -> str:
+    """The cluster id of ``store``'s data directory, created and written on first use.
+
+    A ``meta.properties`` written for another node id is a :class:`ConfigError` (Kafka's
+    "Stored node id ... doesn't match previous node id ...")."""
     fs = store.fs
     path = os.path.join(store.path, META_PROPERTIES_FILE)
     if fs.exists(path):
@@ -72,12 +78,18 @@ def load_cluster_id(store: Store) -> str:
             props = _parse_properties(fs.read_file(path).decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise StorageError(f"{path} is not a properties file: {exc}") from exc
+        stored = props.get("node.id", "")
+        if stored and stored != str(node_id):
+            raise ConfigError(
+                f"Stored node id {stored} doesn't match previous node id {node_id} "
+                f"(in {path}): start with --config node.id={stored}"
+            )
         cluster_id = props.get("cluster.id", "")
         if cluster_id:
             return cluster_id
         logger.warning("%s has no cluster.id; writing a new one", path)
     cluster_id = _new_cluster_id()
-    text = f"#\n#Written by compactlog\ncluster.id={cluster_id}\nnode.id={NODE_ID}\nversion=1\n"
+    text = f"#\n#Written by compactlog\ncluster.id={cluster_id}\nnode.id={node_id}\nversion=1\n"
     write_file_atomically(fs, path, text.encode())
     return cluster_id
 

@@ -186,7 +186,7 @@ class Broker:
         return Store.open(self.data_dir, self.clock, dict(settings.store_config), background=True)
 
     async def _start_serving(self, store: Store, settings: BrokerSettings) -> None:
-        cluster_id = load_cluster_id(store)
+        cluster_id = load_cluster_id(store, settings.node_id)
         producer_ids = ProducerIdManager.load(store)
         self._stopped = asyncio.Event()
         self._group_wakeup = asyncio.Event()
@@ -199,6 +199,7 @@ class Broker:
             producer_ids=producer_ids,
             clock=self.clock,
             load_groups=self._load_groups,
+            node_id=settings.node_id,
             on_group_request=self._group_wakeup.set,
         )
         self.ctx = ctx
@@ -293,7 +294,11 @@ class Broker:
             now = self._group_clock()
             timeout = None if deadline is None else max(0.001, (deadline - now) / 1000)
             try:
-                await asyncio.wait_for(wakeup.wait(), timeout)
+                # asyncio.timeout, not wait_for: on Python 3.11 a stop that cancels this task
+                # just as the timeout fires comes out of wait_for as TimeoutError (CPython
+                # gh-86296), the loop goes on with no deadline, and the stop waits forever.
+                async with asyncio.timeout(timeout):
+                    await wakeup.wait()
                 continue  # a request may have moved the next deadline
             except TimeoutError:
                 pass

@@ -8,8 +8,8 @@ Each name belongs to exactly one of:
   validated by :meth:`BrokerConfig.from_dict`;
 * the **group coordinator**: :data:`GROUP_SETTINGS` (``group.*``, ``offsets.*``,
   ``offset.metadata.max.bytes``), read by :meth:`GroupCoordinatorConfig.from_properties`;
-* the **broker** itself: :data:`BROKER_SETTINGS` (auto-creation, partitions of auto-created
-  topics, and the limits of :mod:`compactlog.broker.limits`).
+* the **broker** itself: :data:`BROKER_SETTINGS` (its node id, auto-creation, partitions of
+  auto-created topics, and the limits of :mod:`compactlog.broker.limits`).
 
 A name in none of them is a :class:`~compactlog.errors.ConfigError` naming it, raised when the
 broker starts, before anything is bound or opened. Values may be Kafka's strings (``"true"``,
@@ -33,6 +33,7 @@ from compactlog.broker.limits import (
     DEFAULT_SOCKET_REQUEST_MAX_BYTES,
     Limits,
 )
+from compactlog.broker.node_state import NODE_ID
 from compactlog.errors import ConfigError
 from compactlog.storage.config import (
     BROKER_CONFIGS,
@@ -53,6 +54,11 @@ __all__ = ["BROKER_SETTINGS", "GROUP_SETTINGS", "BrokerSettings", "DescribedSett
 _DEFAULT_GROUPS = GroupCoordinatorConfig()
 
 _BROKER_DEFS: Final = (
+    ConfigDef("node.id", "int", NODE_ID,
+              "The id of this broker: the leader, replica and coordinator that Metadata, "
+              "FindCoordinator and DescribeCluster name (Kafka requires it; compactlog defaults "
+              "to 0). A data directory keeps the id it was first served with.",
+              Range(0, INT_MAX)),
     ConfigDef("auto.create.topics.enable", "boolean", True,
               "Create a topic that a Metadata request names when it does not exist and the "
               "request allows it (producers do); Kafka's default is true."),
@@ -138,6 +144,7 @@ class BrokerSettings:
     limits: Limits
     auto_create_topics_enable: bool
     num_partitions: int
+    node_id: int
     _values: Mapping[str, ConfigValue]
     _explicit: frozenset[str]
 
@@ -194,9 +201,23 @@ class BrokerSettings:
             limits=limits,
             auto_create_topics_enable=bool(values["auto.create.topics.enable"]),
             num_partitions=number("num.partitions"),
+            node_id=number("node.id"),
             _values=MappingProxyType(values),
             _explicit=explicit | frozenset(group_values),
         )
+
+    @property
+    def cluster_defaults(self) -> dict[str, str]:
+        """The cluster-wide dynamic broker defaults a Kafka 4.4 cluster has from its start.
+
+        Kafka's controller writes ``min.insync.replicas`` as a cluster-level config (resource
+        BROKER, name "") when the eligible-leader-replicas feature is on, which it is for every
+        cluster formatted by Kafka 4.1 or later, with the static setting's value. Kafka's tools
+        therefore show it among every topic's configs (DYNAMIC_DEFAULT_BROKER_CONFIG); so do
+        we. There are no other dynamic broker configs here: they cannot be altered.
+        """
+        value = self.store.get("min.insync.replicas")
+        return {"min.insync.replicas": str(value)}
 
     def describe(self) -> list[DescribedSetting]:
         """Every setting of the broker, store and coordinator with its value and whether it

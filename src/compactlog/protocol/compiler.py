@@ -27,6 +27,7 @@ from compactlog.protocol.schema import (
     BYTES,
     RECORDS,
     STRING,
+    UUID,
     ArrayOf,
     Field,
     Primitive,
@@ -90,12 +91,21 @@ class _Codegen:
     def nullable(self, f: Field) -> bool:
         return in_range(self.version, f.nullable)
 
+    def nullable_struct(self, f: Field) -> bool:
+        """A single struct (not an array) that may be null: an int8 marker precedes it."""
+        return isinstance(f.type, StructDef) and self.nullable(f)
+
     def min_size(self, t: Primitive | ArrayOf | StructDef) -> int:
         """The fewest bytes a value of this type takes: bounds array counts on decode."""
         if isinstance(t, StructDef):
-            return sum(self.min_size(f.type) for f in self.regular(t)) + int(self.flexible)
+            fields = self.regular(t)
+            return sum(
+                1 if self.nullable_struct(f) else self.min_size(f.type) for f in fields
+            ) + int(self.flexible)
         if isinstance(t, Primitive) and t.fmt:
             return t.size
+        if t is UUID:
+            return 16
         if self.flexible:
             return 1
         return 2 if t is STRING else 4
@@ -170,6 +180,13 @@ class _Codegen:
     def decode_field(self, f: Field, target: str, path: str) -> list[str]:
         t, p, flex = f.type, _sub(path, f), self.flexible
         if isinstance(t, StructDef):
+            if self.nullable_struct(f):
+                return [
+                    f"if r.fixed({self.const(struct.Struct('>b'), 'S')}, {p!r})[0] < 0:",
+                    f"    {target} = None",
+                    "else:",
+                    f"    {target} = {self.struct(t, p)[0]}(r)",
+                ]
             return [f"{target} = {self.struct(t, p)[0]}(r)"]
         if isinstance(t, ArrayOf):
             el = t.element
@@ -187,6 +204,8 @@ class _Codegen:
     def read_primitive(self, t: Primitive, nullable: bool, p: str) -> str:
         if t.fmt:
             return f"r.fixed({self.const(struct.Struct('>' + t.fmt), 'S')}, {p!r})[0]"
+        if t is UUID:
+            return f"r.uuid({p!r})"
         assert t in (STRING, BYTES, RECORDS), t
         kind = "string" if t is STRING else "bytes"
         method = ("compact_" if self.flexible else "") + ("nullable_" if nullable else "") + kind
@@ -223,10 +242,18 @@ class _Codegen:
         if isinstance(t, StructDef):
             cls = self.const(t.cls, "C")
             enc = self.struct(t, p)[1]
-            return [
-                f"x = {src}",
-                f"{enc}({cls}(**x) if x.__class__ is dict else x, {buf})",
-            ]
+            write = f"{enc}({cls}(**x) if x.__class__ is dict else x, {buf})"
+            if self.nullable_struct(f):
+                return [
+                    f"x = {src}",
+                    "if x is None:",
+                    f"    {buf}.append(0xFF)",
+                    "else:",
+                    f"    {buf}.append(1)",
+                    f"    {write}",
+                ]
+            message = f"{p}: None in a field that is not nullable in this version"
+            return [f"x = {src}", "if x is None:", f"    raise ValueError({message!r})", write]
         if isinstance(t, ArrayOf):
             el = t.element
             lines = [
@@ -257,6 +284,8 @@ class _Codegen:
                 "except struct.error as e:",
                 f"    raise pack_error({p!r}, ({src},), e) from e",
             ]
+        if t is UUID:
+            return [f"write_uuid({buf}, {src}, {p!r})"]
         kind = "string" if t is STRING else "bytes"
         nul = "nullable_" if nullable else ""
         compact = "compact_" if self.flexible else ""

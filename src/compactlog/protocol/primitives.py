@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Mapping
 from typing import Any
+from uuid import UUID
 
 from compactlog.errors import ProtocolError
 
@@ -177,6 +178,10 @@ class Reader:
             return str(raw, "utf-8")
         except UnicodeDecodeError as e:
             raise self.fail(path, f"string is not valid UTF-8 ({e.reason})") from e
+
+    def uuid(self, path: str) -> UUID:
+        """A Kafka ``Uuid``: 16 bytes, most significant first."""
+        return UUID(bytes=bytes(self.take(16, path)))
 
     # --- strings ------------------------------------------------------------------------------
     def nullable_string(self, path: str) -> str | None:

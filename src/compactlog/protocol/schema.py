@@ -8,6 +8,10 @@ flexible versions optionally a tag (a KIP-482 tagged field). Types are the primi
 
 Version ranges are written as Kafka writes them: ``"3+"``, ``"0-4"``, ``"2"`` or ``"none"``.
 
+A field whose type is a single struct (not an array of them) may be nullable: the wire then
+carries an int8 marker before it, -1 for null and 1 for a struct, as Kafka's generated code
+writes it (DescribeTopicPartitions' cursor).
+
 Every ``StructDef`` becomes one :class:`Struct` subclass with ``__slots__`` for the union of
 its fields over all versions, so a handler reads ``req.isolation_level`` whatever the version:
 a field absent from the version on the wire holds its default. Nested struct classes hang off
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import re
 import struct
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -36,6 +41,8 @@ __all__ = [
     "STRING",
     "UINT16",
     "UINT32",
+    "UUID",
+    "ZERO_UUID",
     "ArrayOf",
     "Field",
     "FieldType",
@@ -104,6 +111,9 @@ STRING = Primitive("string", None, "")
 BYTES = Primitive("bytes", None, b"")
 # A record set: nullable bytes with an int32 (or compact) length, handed over unparsed.
 RECORDS = Primitive("records", None, None)
+# Kafka's Uuid (topic ids): 16 bytes on the wire, a ``uuid.UUID`` here; all zeros means "none".
+ZERO_UUID = uuid.UUID(int=0)
+UUID = Primitive("uuid", None, ZERO_UUID)
 
 
 class ArrayOf:

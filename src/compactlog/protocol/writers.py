@@ -8,6 +8,7 @@ peer's, and raise ``ValueError`` naming the field. The encodings mirror the read
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "write_nullable_string",
     "write_string",
     "write_tagged_fields",
+    "write_uuid",
     "write_uvarint",
     "write_varint",
     "write_varlong",
@@ -69,6 +71,12 @@ def write_varlong(out: bytearray, value: int) -> None:
         out.append((raw & 0x7F) | 0x80)
         raw >>= 7
     out.append(raw)
+
+
+def write_uuid(out: bytearray, value: uuid.UUID, path: str) -> None:
+    if not isinstance(value, uuid.UUID):
+        raise ValueError(f"{path}: expected a uuid.UUID, got {type(value).__name__}")
+    out += value.bytes
 
 
 def write_nullable_string(out: bytearray, value: str | None, path: str) -> None:

@@ -288,9 +288,16 @@ class BrokerConfig:
         return ConfigSource.STATIC_BROKER_CONFIG, synonym
 
     def synonyms_of(self, topic_config: str) -> list[ConfigSynonym]:
-        """Kafka's DescribeConfigs synonym list for a topic config without override."""
+        """Kafka's DescribeConfigs synonym list for a topic config without override.
+
+        As in Kafka (``ConfigHelper.configSynonyms``), the list starts at the first entry of the
+        *primary* broker setting: entries of lower-priority settings before it are dropped, so a
+        config whose primary setting has no default and is not set (``retention.ms``, whose
+        ``log.retention.ms`` is unset while ``log.retention.hours`` supplies the value) has no
+        synonyms and reports DEFAULT_CONFIG, even when a lower setting was given explicitly.
+        """
         definition = TOPIC_CONFIGS[topic_config]
-        found = []
+        found: list[ConfigSynonym] = []
         for synonym in definition.synonyms:
             if synonym.name in self._explicit:
                 value = self._values[synonym.name]
@@ -305,7 +312,11 @@ class BrokerConfig:
             if broker_def.default is not None:
                 rendered = render_value(broker_def.type, broker_def.default)
                 found.append(ConfigSynonym(synonym.name, rendered, ConfigSource.DEFAULT_CONFIG))
-        return found
+        primary = definition.synonym
+        for i, entry in enumerate(found):
+            if entry.name == primary:
+                return found[i:]
+        return []
 
     @property
     def dedupe_buffer_size_per_thread(self) -> int:
@@ -651,7 +662,13 @@ class LogConfig:
         for name, items in (*append.items(), *subtract.items()):
             definition = TOPIC_CONFIGS[name]
             if definition.type != "list":
-                raise ConfigError(f"Cannot append to or subtract from {name}: it is not a list")
+                operation = "APPEND" if name in append else "SUBTRACT"
+                raise ConfigError(
+                    f"Cannot append to or subtract from {name}: it is not a list",
+                    kafka_message=(
+                        f"Can't {operation} to key {name} because its type is not LIST."
+                    ),
+                )
             current = self._overrides.get(name)
             if current is None:
                 assert isinstance(definition.default, tuple)

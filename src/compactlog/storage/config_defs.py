@@ -84,11 +84,22 @@ def _show(value: object) -> str:
     return ascii(value)
 
 
+#: What Kafka's validator says about a value it refuses: the value its message names (the
+#: parsed value, or the offending element of a list) and its reason.
+KafkaProblem = tuple[ConfigValue, str]
+
+
 class Validator(ABC):
-    """A rule on a parsed value; :meth:`problem` says what is wrong, or ``None``."""
+    """A rule on a parsed value; :meth:`problem` says what is wrong, or ``None``;
+    :meth:`kafka_problem` says it as Kafka's validator does."""
 
     @abstractmethod
     def problem(self, value: ConfigValue) -> str | None: ...
+
+    def kafka_problem(self, name: str, value: ConfigValue) -> KafkaProblem | None:
+        """Kafka's wording for a value :meth:`problem` refuses (``None``: not known; the broker
+        then sends compactlog's own sentence)."""
+        return None
 
     @abstractmethod
     def describe(self) -> str:
@@ -109,6 +120,14 @@ class Range(Validator):
             return f"must be at least {self.min}"
         if self.max is not None and value > self.max:
             return f"must be at most {self.max}"
+        return None
+
+    def kafka_problem(self, name: str, value: ConfigValue) -> KafkaProblem | None:
+        assert isinstance(value, int | float)
+        if self.min is not None and value < self.min:
+            return value, f"Value must be at least {self.min}"
+        if self.max is not None and value > self.max:
+            return value, f"Value must be no more than {self.max}"
         return None
 
     def describe(self) -> str:
@@ -134,6 +153,9 @@ class OneOf(Validator):
             return f"must be one of {', '.join(self.choices)} (case-sensitive)"
         return None
 
+    def kafka_problem(self, name: str, value: ConfigValue) -> KafkaProblem | None:
+        return value, f"String must be one of: {', '.join(self.choices)}"
+
     def describe(self) -> str:
         return "[" + ", ".join(self.choices) + "]"
 
@@ -152,6 +174,14 @@ class ListOf(Validator):
                     f"element {_show(element)} is not one of "
                     f"{', '.join(self.choices)} (case-sensitive)"
                 )
+        return None
+
+    def kafka_problem(self, name: str, value: ConfigValue) -> KafkaProblem | None:
+        # Kafka's ValidList checks each element with a ValidString, which names the element.
+        assert isinstance(value, tuple)
+        for element in value:
+            if element not in self.choices:
+                return element, f"String must be one of: {', '.join(self.choices)}"
         return None
 
     def describe(self) -> str:
@@ -173,6 +203,18 @@ class LevelRange(Validator):
         extra = "" if self.library_default is None else f" or equal to {self.library_default}"
         return f"must be between {self.min} and {self.max}{extra}"
 
+    def kafka_problem(self, name: str, value: ConfigValue) -> KafkaProblem | None:
+        # gzip's level has its own validator in Kafka; the others are plain ranges.
+        assert isinstance(value, int)
+        if self.library_default is not None:
+            return value, (
+                f"Value must be between {self.min} and {self.max} "
+                f"or equal to {self.library_default}"
+            )
+        if value < self.min:
+            return value, f"Value must be at least {self.min}"
+        return value, f"Value must be no more than {self.max}"
+
     def describe(self) -> str:
         extra = "" if self.library_default is None else f" or {self.library_default}"
         return f"[{self.min},...,{self.max}]{extra}"
@@ -191,6 +233,12 @@ class ThrottledReplicaList(Validator):
         if "".join(items) == "*" or all(_THROTTLED_REPLICA.fullmatch(i) for i in items):
             return None
         return "must be '*' or a list of partitionId:brokerId pairs"
+
+    def kafka_problem(self, name: str, value: ConfigValue) -> KafkaProblem | None:
+        return value, (
+            f"{name} must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+        )
 
     def describe(self) -> str:
         return "[partitionId]:[brokerId],[partitionId]:[brokerId],..."

@@ -49,8 +49,38 @@ _HEX_DOUBLE: Final = re.compile(
 _LIST_SEPARATOR: Final = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")
 
 
-def _invalid(name: str, value: object, reason: str) -> ConfigError:
-    return ConfigError(f"Invalid value {_show(value)} for config {name}: {reason}")
+def java_string(value: object) -> str:
+    """A value as Java's ``toString`` shows it in Kafka's ``ConfigException`` messages
+    (``Long``, ``Double``, ``Boolean``, ``List``; text as given)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return java_double_to_string(value)
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value)
+
+
+def kafka_invalid(name: str, value: object, reason: str) -> str:
+    """Kafka's ``ConfigException(name, value, reason)`` text."""
+    return f"Invalid value {java_string(value)} for configuration {name}: {reason}"
+
+
+def _invalid(name: str, value: object, reason: str, kafka: str | None = None) -> ConfigError:
+    """The refusal of ``value`` for ``name``; ``kafka`` is Kafka's reason for a value that Java's
+    ``ConfigDef.parseType`` refuses (its message then shows the value as given)."""
+    return ConfigError(
+        f"Invalid value {_show(value)} for config {name}: {reason}",
+        kafka_message=None if kafka is None else kafka_invalid(name, value, kafka),
+    )
+
+
+_KAFKA_PARSE_ERRORS: Final = {
+    "boolean": "Expected value to be either true or false",
+    "int": "Not a number of type INT",
+    "long": "Not a number of type LONG",
+    "double": "Not a number of type DOUBLE",
+}
 
 
 def _parse_java_double(text: str) -> float | None:
@@ -80,7 +110,7 @@ def _parse_typed(name: str, config_type: ConfigType, raw: object) -> ConfigValue
             return raw
         if text is not None and text.lower() in ("true", "false"):
             return text.lower() == "true"
-        raise _invalid(name, raw, "expected true or false")
+        raise _invalid(name, raw, "expected true or false", _KAFKA_PARSE_ERRORS["boolean"])
     if config_type in ("int", "long"):
         bits, low, high = (
             (32, INT_MIN, INT_MAX) if config_type == "int" else (64, LONG_MIN, LONG_MAX)
@@ -90,11 +120,13 @@ def _parse_typed(name: str, config_type: ConfigType, raw: object) -> ConfigValue
         elif text is not None and _INTEGER.fullmatch(text):
             number = int(text)
         elif text is not None:
-            raise _invalid(name, raw, f"not a {bits}-bit integer")
+            raise _invalid(name, raw, f"not a {bits}-bit integer", _KAFKA_PARSE_ERRORS[config_type])
         else:
             raise _invalid(name, raw, f"expected a {bits}-bit integer, got {type(raw).__name__}")
         if not low <= number <= high:
-            raise _invalid(name, raw, f"does not fit in a {bits}-bit integer")
+            raise _invalid(
+                name, raw, f"does not fit in a {bits}-bit integer", _KAFKA_PARSE_ERRORS[config_type]
+            )
         return number
     if config_type == "double":
         if isinstance(raw, int | float) and not isinstance(raw, bool):
@@ -105,7 +137,7 @@ def _parse_typed(name: str, config_type: ConfigType, raw: object) -> ConfigValue
         elif text is not None:
             parsed = _parse_java_double(text)
             if parsed is None:
-                raise _invalid(name, raw, "not a number")
+                raise _invalid(name, raw, "not a number", _KAFKA_PARSE_ERRORS["double"])
             double = parsed
         else:
             raise _invalid(name, raw, f"expected a number, got {type(raw).__name__}")
@@ -132,7 +164,11 @@ def parse_value(definition: ConfigDef, raw: object) -> ConfigValue:
     if definition.validator is not None:
         reason = definition.validator.problem(value)
         if reason is not None:
-            raise _invalid(definition.name, raw, reason)
+            error = _invalid(definition.name, raw, reason)
+            kafka = definition.validator.kafka_problem(definition.name, value)
+            if kafka is not None:
+                error.kafka_message = kafka_invalid(definition.name, *kafka)
+            raise error
     return value
 
 

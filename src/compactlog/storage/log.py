@@ -497,6 +497,23 @@ class Log:
                     return record.offset, record.timestamp
         return None
 
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with the log's largest timestamp, or None
+        for a log without records: Kafka's ListOffsets MAX_TIMESTAMP (-3), which looks in the
+        first segment holding that timestamp and returns the record's own offset (Kafka 3.8+)."""
+        segments = list(self._segments)
+        latest = max(segments, key=lambda segment: segment.max_timestamp_so_far)
+        target = latest.max_timestamp_so_far
+        if target < 0:
+            return None
+        batch = latest.find_offset_by_timestamp(target)
+        if batch is None:
+            return None
+        for record in RecordBatch(batch.data).records():
+            if record.timestamp >= target:
+                return record.offset, record.timestamp
+        return None
+
     # --- the cleaner's swap ---------------------------------------------------------------
     def new_cleaned_segment(self, base_offset: int) -> LogSegment:
         """An empty ``<base>.log.cleaned`` segment (leftovers of an earlier attempt removed)."""

@@ -269,9 +269,13 @@ def _check_records(
     if config.compact and not header.is_control:
         null_keys = (columns.key_len[mask] < 0).nonzero()[0]
         if len(null_keys):
-            raise InvalidRecordError(
+            why = (
                 "Compacted topic cannot accept message without key in topic partition "
-                f"{topic_partition}. (record {int(null_keys[0])} of the batch)"
+                f"{topic_partition}"
+            )
+            raise InvalidRecordError(
+                f"{why}. (record {int(null_keys[0])} of the batch)",
+                record_errors=tuple((int(i), why) for i in null_keys),
             )
     if not log_append:
         timestamps = columns.timestamps[mask]

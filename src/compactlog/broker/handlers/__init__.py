@@ -10,8 +10,10 @@ escapes is a bug, logged by the connection, which then closes.
 * :mod:`.metadata` - ApiVersions, Metadata, and the advertised version table;
 * :mod:`.produce` - Produce, InitProducerId;
 * :mod:`.fetch` - Fetch (with long polling), ListOffsets;
-* :mod:`.admin` - CreateTopics, DeleteTopics, DeleteRecords, DescribeConfigs, AlterConfigs,
-  IncrementalAlterConfigs;
+* :mod:`.topics` - CreateTopics, DeleteTopics, DeleteRecords;
+* :mod:`.configs` - DescribeConfigs, AlterConfigs, IncrementalAlterConfigs;
+* :mod:`.cluster` - DescribeCluster, DescribeTopicPartitions, ListPartitionReassignments,
+  DescribeLogDirs (what Kafka's admin tools ask besides Metadata);
 * :mod:`.group_requests` - FindCoordinator and the classic group APIs, over
   :class:`compactlog.broker.groups.GroupCoordinator`.
 """

@@ -5,16 +5,20 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from compactlog.broker.context import BrokerContext, Peer
-from compactlog.broker.handlers.admin import (
+from compactlog.broker.handlers.cluster import (
+    handle_describe_cluster,
+    handle_describe_log_dirs,
+    handle_describe_topic_partitions,
+    handle_list_partition_reassignments,
+)
+from compactlog.broker.handlers.configs import (
     handle_alter_configs,
-    handle_create_topics,
-    handle_delete_records,
-    handle_delete_topics,
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
 from compactlog.broker.handlers.fetch import handle_fetch, handle_list_offsets
 from compactlog.broker.handlers.group_requests import (
+    handle_delete_groups,
     handle_describe_groups,
     handle_find_coordinator,
     handle_heartbeat,
@@ -32,6 +36,11 @@ from compactlog.broker.handlers.metadata import (
     handle_metadata,
 )
 from compactlog.broker.handlers.produce import handle_init_producer_id, handle_produce
+from compactlog.broker.handlers.topics import (
+    handle_create_topics,
+    handle_delete_records,
+    handle_delete_topics,
+)
 from compactlog.protocol import ApiKey, Request, RequestHeader, Struct, codes, encode_response
 
 __all__ = ["HANDLERS", "Handler", "api_versions_error_frame", "handler_for"]
@@ -59,7 +68,12 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
+    ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
 }
 
 

@@ -28,9 +28,15 @@ Fetch sessions (v7+, KIP-227) are not kept: a full fetch (epoch 0 or -1) is answ
 session id 0, which tells the client no session was created, so it keeps sending full fetches;
 an incremental fetch (epoch > 0) gets FETCH_SESSION_ID_NOT_FOUND, on which clients start over.
 
-ListOffsets v1-v3: -2 is the log start offset, -1 the high watermark (the last stable offset,
-which is the same here), both with timestamp -1; any other timestamp T gives the first offset
-whose record timestamp is >= T with that timestamp, or offset -1 and timestamp -1.
+ListOffsets v1-v11, as Kafka 4.4 answers (measured): -2 (earliest) and -4 (earliest local, v8+:
+there is no tiered storage) are the log start offset, -1 the high watermark (the last stable
+offset, which is the same here), all with timestamp -1; -3 (v7+) the first record holding the
+largest timestamp, with that timestamp; -5 (latest tiered, v9+) and -6 (earliest pending upload,
+v11+) offset -1; any other timestamp T the first offset whose record timestamp is >= T, with
+that timestamp. Nothing found: offset and timestamp -1. A special timestamp older than the
+version that introduced it, or one below -6, is UNSUPPORTED_VERSION. From v4 the answer carries
+the leader epoch of the offset (0, the only epoch; -1 with offset -1) and the request's current
+leader epoch is checked as Fetch checks it. A partition asked twice is INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import logging
 import struct
 
 from compactlog.broker.context import BrokerContext, Peer
+from compactlog.broker.handlers.metadata import LEADER_EPOCH
 from compactlog.errors import CompactlogError, StorageError
 from compactlog.protocol import Request, Struct, codes, error_name
 from compactlog.protocol.messages import FetchResponse, ListOffsetsResponse
@@ -52,13 +59,19 @@ logger = logging.getLogger("compactlog.broker")
 #: Kafka's FETCH_SESSION_ID_NOT_FOUND: an incremental fetch for a session we do not have.
 FETCH_SESSION_ID_NOT_FOUND = 70
 READ_COMMITTED = 1
-EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-#: ListOffsets special timestamps of later versions (max timestamp v7, earliest local v8,
-#: latest tiered v9): not valid in v1-v3.
-_LATER_SPECIAL_TIMESTAMPS = (-3, -4, -5)
-#: The leader epoch of every partition: one node, never re-elected.
-LEADER_EPOCH = 0
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
+#: The ListOffsets version that introduced each special timestamp below -2.
+_SPECIAL_TIMESTAMP_VERSIONS = {
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL_TIMESTAMP: 8,
+    LATEST_TIERED_TIMESTAMP: 9,
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11,
+}
 
 _INT32 = struct.Struct(">i")
 
@@ -75,8 +88,9 @@ def _count_records(data: bytes) -> int:
 
 
 def _leader_epoch_error(current_leader_epoch: int) -> int:
-    """Kafka's check of a request's current leader epoch (-1: the client does not know it)."""
-    if current_leader_epoch < 0 or current_leader_epoch == LEADER_EPOCH:
+    """Kafka's check of a request's current leader epoch (-1: the client does not know it; any
+    other value, negative ones included, is compared with ours)."""
+    if current_leader_epoch in (-1, LEADER_EPOCH):
         return codes.NONE
     return (
         codes.UNKNOWN_LEADER_EPOCH
@@ -186,47 +200,64 @@ async def handle_fetch(ctx: BrokerContext, request: Request, peer: Peer) -> Stru
     )
 
 
-def _list_offset(ctx: BrokerContext, topic: str, partition: int, timestamp: int) -> Struct:
+def _list_offset(ctx: BrokerContext, topic: str, p: Struct, version: int) -> Struct:
     entry = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+    partition, timestamp = p.partition_index, p.timestamp
     try:
         log = ctx.store.log(topic, partition)
-        if timestamp in _LATER_SPECIAL_TIMESTAMPS:
-            return entry(partition_index=partition, error_code=codes.UNSUPPORTED_VERSION)
-        if timestamp == EARLIEST_TIMESTAMP:
-            return entry(
-                partition_index=partition, error_code=codes.NONE, timestamp=-1,
-                offset=log.log_start_offset,
-            )  # fmt: skip
-        if timestamp == LATEST_TIMESTAMP:
-            return entry(
-                partition_index=partition, error_code=codes.NONE, timestamp=-1,
-                offset=log.high_watermark,
-            )  # fmt: skip
-        found = log.offset_for_timestamp(timestamp)
     except CompactlogError as exc:
         logger.debug("ListOffsets %s-%d: %s (%s)", topic, partition, exc,
                      error_name(exc.error_code))  # fmt: skip
         return entry(partition_index=partition, error_code=exc.error_code)
+    error = _leader_epoch_error(p.current_leader_epoch)
+    introduced = _SPECIAL_TIMESTAMP_VERSIONS.get(timestamp, 2**15)  # 2**15: no version
+    if error == codes.NONE and timestamp < EARLIEST_TIMESTAMP and version < introduced:
+        error = codes.UNSUPPORTED_VERSION
+    if error != codes.NONE:
+        return entry(partition_index=partition, error_code=error)
+    found: tuple[int, int] | None
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        found = (log.log_start_offset, -1)
+    elif timestamp == LATEST_TIMESTAMP:
+        found = (log.high_watermark, -1)
+    elif timestamp == MAX_TIMESTAMP:
+        found = log.offset_of_max_timestamp()
+    elif timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+        found = None  # no tiered storage
+    else:
+        found = log.offset_for_timestamp(timestamp)
     if found is None:
-        return entry(partition_index=partition, error_code=codes.NONE, timestamp=-1, offset=-1)
+        return entry(partition_index=partition, error_code=codes.NONE)
     offset, found_timestamp = found
     return entry(
-        partition_index=partition, error_code=codes.NONE, timestamp=found_timestamp, offset=offset
+        partition_index=partition,
+        error_code=codes.NONE,
+        timestamp=found_timestamp,
+        offset=offset,
+        leader_epoch=LEADER_EPOCH,
     )
+
+
+def _list_offsets_topic(ctx: BrokerContext, topic: Struct, version: int) -> dict[str, object]:
+    counts: dict[int, int] = {}
+    for p in topic.partitions:
+        counts[p.partition_index] = counts.get(p.partition_index, 0) + 1
+    entry = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+    partitions = []
+    for p in topic.partitions:
+        count = counts.pop(p.partition_index, 0)
+        if count == 1:
+            partitions.append(_list_offset(ctx, topic.name, p, version))
+        elif count > 1:  # asked twice: one INVALID_REQUEST for it, as Kafka answers
+            partitions.append(
+                entry(partition_index=p.partition_index, error_code=codes.INVALID_REQUEST)
+            )
+    return {"name": topic.name, "partitions": partitions}
 
 
 async def handle_list_offsets(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     req = request.body
     return ListOffsetsResponse(
         throttle_time_ms=0,
-        topics=[
-            {
-                "name": topic.name,
-                "partitions": [
-                    _list_offset(ctx, topic.name, p.partition_index, p.timestamp)
-                    for p in topic.partitions
-                ],
-            }
-            for topic in req.topics
-        ],
+        topics=[_list_offsets_topic(ctx, topic, request.api_version) for topic in req.topics],
     )

@@ -15,6 +15,11 @@ Kafka. After every call the broker's coordinator timer is re-armed for the next 
   use too); ListGroups and DescribeGroups before that see no groups.
 * LeaveGroup v0-v1 has one error for its one member: the member's error when the request as a
   whole succeeded (Kafka's conversion for versions before v3).
+* ListGroups v0-v5 filters by state (v4+) and by type (v5+: every group here is "classic");
+  DescribeGroups v0-v6 describes a group that does not exist as "Dead", with GROUP_ID_NOT_FOUND
+  and Kafka's "Group <id> not found." from v6 on.
+* DeleteGroups v0-v2 deletes Empty groups (their offsets too): NON_EMPTY_GROUP for a group with
+  members, GROUP_ID_NOT_FOUND for one that does not exist.
 * OffsetCommit v2-v3: a partition of a topic that does not exist is answered
   UNKNOWN_TOPIC_OR_PARTITION by the handler, as Kafka's request handler does; the others go to the
   coordinator. OffsetFetch v1 has no top-level error: a group error is put on every partition.
@@ -33,6 +38,7 @@ from compactlog.broker.groups import GroupState
 from compactlog.errors import CompactlogError
 from compactlog.protocol import Request, Struct, codes
 from compactlog.protocol.messages import (
+    DeleteGroupsResponse,
     DescribeGroupsResponse,
     FindCoordinatorResponse,
     HeartbeatResponse,
@@ -45,6 +51,7 @@ from compactlog.protocol.messages import (
 )
 
 __all__ = [
+    "handle_delete_groups",
     "handle_describe_groups",
     "handle_find_coordinator",
     "handle_heartbeat",
@@ -243,13 +250,26 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request, peer: Peer) 
 
 
 async def handle_list_groups(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    req = request.body
     # Before the first group request there is no __consumer_offsets and so no group.
-    groups: list[ListedGroup] = [] if ctx.groups is None else ctx.groups.list_groups()
+    groups: list[ListedGroup] = (
+        [] if ctx.groups is None else ctx.groups.list_groups(req.states_filter)
+    )
+    types = {t.lower() for t in req.types_filter}
     ctx.on_group_request()
     return ListGroupsResponse(
         throttle_time_ms=0,
         error_code=codes.NONE,
-        groups=[{"group_id": g.group_id, "protocol_type": g.protocol_type} for g in groups],
+        groups=[
+            {
+                "group_id": g.group_id,
+                "protocol_type": g.protocol_type,
+                "group_state": g.state,
+                "group_type": g.group_type,
+            }
+            for g in groups
+            if not types or g.group_type in types
+        ],
     )
 
 
@@ -261,11 +281,18 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request, peer: Pee
         else ctx.groups.describe_groups(names)
     )
     ctx.on_group_request()
+    # v6+ (KIP-1043): a group that does not exist is an error, not an empty "Dead" group.
+    not_found = request.api_version >= 6
     return DescribeGroupsResponse(
         throttle_time_ms=0,
         groups=[
             {
-                "error_code": g.error_code,
+                "error_code": codes.GROUP_ID_NOT_FOUND
+                if not_found and g.state == GroupState.DEAD.value
+                else g.error_code,
+                "error_message": f"Group {g.group_id} not found."
+                if not_found and g.state == GroupState.DEAD.value
+                else None,
                 "group_id": g.group_id,
                 "group_state": g.state,
                 "protocol_type": g.protocol_type,
@@ -284,4 +311,22 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request, peer: Pee
             }
             for g in described
         ],
+    )
+
+
+async def handle_delete_groups(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    names = list(dict.fromkeys(request.body.groups_names))
+    # Before the first group request there is no __consumer_offsets and so no group.
+    errors = (
+        {name: codes.GROUP_ID_NOT_FOUND for name in names}
+        if ctx.groups is None
+        else {g.group_id: g.error_code for g in ctx.groups.delete_groups(names)}
+    )
+    ctx.on_group_request()
+    for name, error in errors.items():
+        if error == codes.NONE:
+            logger.info("deleted group %s", name)
+    return DeleteGroupsResponse(
+        throttle_time_ms=0,
+        results=[{"group_id": name, "error_code": errors[name]} for name in names],
     )

@@ -5,33 +5,50 @@ ApiVersions v0-v2 lists :func:`advertised_versions`: the protocol's ``ADVERTISED
 does), minus the group APIs when the broker runs without its group coordinator. A request above
 v2 never reaches this handler: the connection answers it with the v0 error body (spec 1.1).
 
-Metadata v1-v4 describes one node (id 0, the advertised host and port), a cluster id that stays
-the same for the data directory, node 0 as controller, and for each topic asked (all of them for
-a null list) every partition with leader 0, replicas [0] and isr [0]. A topic that does not
-exist is created on the spot when the request allows it (``allow_auto_topic_creation``, always
-true before v4) and ``auto.create.topics.enable`` is true, with ``num.partitions`` partitions and
-default configs; Kafka then answers LEADER_NOT_AVAILABLE until the leader is elected, but here the
-topic is ready at once, so it is described right away. Otherwise UNKNOWN_TOPIC_OR_PARTITION, or
-INVALID_TOPIC_EXCEPTION for a name Kafka would refuse. Internal topics are never auto-created.
+Metadata v1-v13 describes one node (``node.id``, the advertised host and port), a cluster id
+that stays the same for the data directory, that node as controller, and for each topic asked
+(all of them for a null list) its topic id (v10+) and every partition with that node as leader,
+replica and in-sync replica, leader epoch 0 (v7+) and no offline replica (v5+). A topic that does
+not exist is created on the spot when the request allows it (``allow_auto_topic_creation``,
+always true before v4) and ``auto.create.topics.enable`` is true, with ``num.partitions``
+partitions and default configs; Kafka 4.4 answers that first request UNKNOWN_TOPIC_OR_PARTITION
+while its controller creates the topic, but here the topic is ready at once, so it is described
+right away. Otherwise UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for a name Kafka
+would refuse. Internal topics are never auto-created.
+
+Topics may be asked for by id (v12+, a null name): as in Kafka, once one topic of the request
+has an id the names are ignored, and an id that names no topic is UNKNOWN_TOPIC_ID with a null
+name. Authorized operations (v8+) are answered as Kafka answers without an authorizer: every
+operation, when asked for.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
+import uuid
 
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.offsets_topic import OFFSETS_TOPIC
 from compactlog.errors import CompactlogError, InvalidTopicError
 from compactlog.protocol import ADVERTISED, ApiKey, Request, Struct, codes
 from compactlog.protocol.messages import ApiVersionsResponse, MetadataResponse
+from compactlog.protocol.messages.metadata import OPERATIONS_NOT_REQUESTED
+from compactlog.protocol.schema import ZERO_UUID
 from compactlog.storage.topic_names import validate_topic_name
+from compactlog.storage.validator import LEADER_EPOCH  # the epoch written into every batch
 
 __all__ = [
+    "CLUSTER_OPERATIONS",
     "GROUP_API_KEYS",
     "INTERNAL_TOPICS",
+    "LEADER_EPOCH",
+    "TOPIC_OPERATIONS",
     "advertised_versions",
     "handle_api_versions",
     "handle_metadata",
+    "topic_ids",
+    "topic_uuid",
 ]
 
 logger = logging.getLogger("compactlog.broker")
@@ -48,10 +65,28 @@ GROUP_API_KEYS = frozenset(
         ApiKey.OFFSET_FETCH,
         ApiKey.LIST_GROUPS,
         ApiKey.DESCRIBE_GROUPS,
+        ApiKey.DELETE_GROUPS,
     }
 )
 #: Kafka's internal topics: flagged ``is_internal`` in Metadata, never auto-created.
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
+#: What Kafka answers, without an authorizer, when asked for a topic's authorized operations:
+#: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (bit = code).
+TOPIC_OPERATIONS = 3576
+#: The same for the cluster (Kafka 4.4 answers 8096).
+CLUSTER_OPERATIONS = 8096
+
+
+def topic_uuid(topic_id: str) -> uuid.UUID:
+    """The store's topic id (Kafka's ``Uuid.toString``: URL-safe base64, no padding) as the
+    protocol's ``uuid.UUID``."""
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
+
+
+def topic_ids(ctx: BrokerContext) -> dict[uuid.UUID, str]:
+    """Every topic of the store by its id."""
+    store = ctx.store
+    return {topic_uuid(store.topic_info(name).topic_id): name for name in store.topics()}
 
 
 def advertised_versions(groups_enabled: bool) -> dict[int, tuple[int, int]]:
@@ -79,33 +114,43 @@ async def handle_api_versions(ctx: BrokerContext, request: Request, peer: Peer) 
     return api_versions_body(ctx.groups_enabled)
 
 
-def _topic_entry(ctx: BrokerContext, name: str) -> Struct:
-    partitions = ctx.store.partitions(name)
+def _topic_entry(ctx: BrokerContext, name: str, operations: int) -> Struct:
+    info = ctx.store.topic_info(name)
     node = ctx.node_id
     return MetadataResponse.MetadataResponseTopic(
         error_code=codes.NONE,
         name=name,
+        topic_id=topic_uuid(info.topic_id),
         is_internal=name in INTERNAL_TOPICS,
         partitions=[
             {
                 "error_code": codes.NONE,
                 "partition_index": p,
                 "leader_id": node,
+                "leader_epoch": LEADER_EPOCH,
                 "replica_nodes": [node],
                 "isr_nodes": [node],
+                "offline_replicas": [],
             }
-            for p in range(partitions)
+            for p in range(info.partitions)
         ],
+        topic_authorized_operations=operations,
     )
 
 
-def _error_entry(name: str, error_code: int) -> Struct:
+def _error_entry(name: str | None, error_code: int, topic_id: uuid.UUID = ZERO_UUID) -> Struct:
     return MetadataResponse.MetadataResponseTopic(
-        error_code=error_code, name=name, is_internal=name in INTERNAL_TOPICS, partitions=[]
+        error_code=error_code,
+        name=name,
+        topic_id=topic_id,
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=[],
     )
 
 
-def _missing_topic(ctx: BrokerContext, name: str, allow_auto_create: bool) -> Struct:
+def _missing_topic(
+    ctx: BrokerContext, name: str, allow_auto_create: bool, operations: int
+) -> Struct:
     try:
         validate_topic_name(name)
     except InvalidTopicError:
@@ -119,29 +164,51 @@ def _missing_topic(ctx: BrokerContext, name: str, allow_auto_create: bool) -> St
         logger.info("auto-creating topic %r failed: %s", name, exc)
         return _error_entry(name, exc.error_code)
     logger.info("auto-created topic %s with %d partition(s)", name, partitions)
-    return _topic_entry(ctx, name)
+    return _topic_entry(ctx, name, operations)
+
+
+def _topics_by_id(ctx: BrokerContext, ids: list[uuid.UUID], operations: int) -> list[Struct]:
+    known = topic_ids(ctx)
+    return [
+        _topic_entry(ctx, known[i], operations)
+        if i in known
+        else _error_entry(None, codes.UNKNOWN_TOPIC_ID, i)
+        for i in dict.fromkeys(ids)
+    ]
 
 
 async def handle_metadata(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     req = request.body
-    existing = set(ctx.store.topics())
-    if req.topics is None:
-        names = sorted(existing)
-    else:
-        names = list(dict.fromkeys(t.name for t in req.topics))
-    allow_auto_create = bool(req.allow_auto_topic_creation) and (
-        ctx.settings.auto_create_topics_enable
+    operations = (
+        TOPIC_OPERATIONS if req.include_topic_authorized_operations else OPERATIONS_NOT_REQUESTED
     )
-    topics = [
-        _topic_entry(ctx, name)
-        if name in existing
-        else _missing_topic(ctx, name, allow_auto_create)
-        for name in names
-    ]
+    if req.topics is not None and any(t.topic_id != ZERO_UUID for t in req.topics):
+        topics = _topics_by_id(ctx, [t.topic_id for t in req.topics], operations)
+    else:
+        existing = set(ctx.store.topics())
+        if req.topics is None:
+            names = sorted(existing)
+        else:
+            names = list(dict.fromkeys(t.name or "" for t in req.topics))
+        allow_auto_create = bool(req.allow_auto_topic_creation) and (
+            ctx.settings.auto_create_topics_enable
+        )
+        topics = [
+            _topic_entry(ctx, name, operations)
+            if name in existing
+            else _missing_topic(ctx, name, allow_auto_create, operations)
+            for name in names
+        ]
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[{"node_id": ctx.node_id, "host": ctx.host, "port": ctx.port, "rack": None}],
         cluster_id=ctx.cluster_id,
         controller_id=ctx.node_id,
         topics=topics,
+        cluster_authorized_operations=(
+            CLUSTER_OPERATIONS
+            if req.include_cluster_authorized_operations
+            else OPERATIONS_NOT_REQUESTED
+        ),
+        error_code=codes.NONE,
     )

@@ -1,6 +1,6 @@
 """Produce (0) and InitProducerId (22).
 
-Produce v3-v7 (v0-v2 never get here: the connection closes on them, as Kafka 4.0 does). Per
+Produce v3-v8 (v0-v2 never get here: the connection closes on them, as Kafka 4.0 does). Per
 partition, in Kafka's order (``KafkaApis.handleProduceRequest``, ``ProduceRequest.validateRecords``,
 ``ReplicaManager.appendRecords``):
 
@@ -20,6 +20,9 @@ partition, in Kafka's order (``KafkaApis.handleProduceRequest``, ``ProduceReques
    MESSAGE_TOO_LARGE (10) above ``max.message.bytes``, CORRUPT_MESSAGE (2), INVALID_RECORD (87)
    for a keyless record on a compacted topic (nothing is appended), INVALID_TIMESTAMP (32),
    OUT_OF_ORDER_SEQUENCE_NUMBER (45), INVALID_PRODUCER_EPOCH (47), KAFKA_STORAGE_ERROR (56).
+   From v8 the keyless records are named (``record_errors``: index and Kafka's message, with
+   Kafka's summary in ``error_message`` and the log start offset), as Kafka 4.4 names them;
+   Kafka's Java producer raises that message.
 
 A retry of one of an idempotent producer's last five batches is answered as Kafka answers it:
 no error, with the offsets (and timestamp) the batch got the first time, nothing appended.
@@ -44,7 +47,12 @@ import logging
 import struct
 
 from compactlog.broker.context import BrokerContext, CloseConnection, Peer
-from compactlog.errors import CompactlogError, StorageError, UnknownTopicOrPartitionError
+from compactlog.errors import (
+    CompactlogError,
+    InvalidRecordError,
+    StorageError,
+    UnknownTopicOrPartitionError,
+)
 from compactlog.protocol import Request, Struct, codes, error_name
 from compactlog.protocol.messages import InitProducerIdResponse, ProduceResponse
 from compactlog.records import (
@@ -131,6 +139,29 @@ def _partition_error(index: int, error_code: int) -> Struct:
     )  # fmt: skip
 
 
+def _record_errors(index: int, exc: InvalidRecordError, log_start_offset: int) -> Struct:
+    """Records the log refused, as Kafka's LogValidator reports them (v8+, KIP-467): each one's
+    index and message, a summary of the first three, and the log start offset."""
+    shown = ", ".join(
+        f"RecordError(batchIndex={i}, message='{message}')" for i, message in exc.record_errors[:3]
+    )
+    return ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+        index=index,
+        error_code=exc.error_code,
+        base_offset=-1,
+        log_append_time_ms=-1,
+        log_start_offset=log_start_offset,
+        record_errors=[
+            {"batch_index": i, "batch_index_error_message": message}
+            for i, message in exc.record_errors
+        ],
+        error_message=(
+            f"One or more records have been rejected due to {len(exc.record_errors)} record "
+            f"errors in total, and only showing the first three errors at most: [{shown}]"
+        ),
+    )
+
+
 def _produce_partition(
     ctx: BrokerContext, topic: str, index: int, records: bytes | None, version: int
 ) -> Struct:
@@ -154,6 +185,8 @@ def _produce_partition(
         logger.log(level, "produce to %s-%d failed (%s): %s", topic, index,
                    error_name(exc.error_code), exc)  # fmt: skip
         metrics.failed_produce_partitions += 1
+        if isinstance(exc, InvalidRecordError) and exc.record_errors:
+            return _record_errors(index, exc, log.log_start_offset)
         return _partition_error(index, exc.error_code)
     if not info.duplicate:
         metrics.bytes_in += len(info.data)

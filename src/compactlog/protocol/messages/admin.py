@@ -2,8 +2,15 @@
 AlterConfigs (33) and IncrementalAlterConfigs (44).
 
 Resource types in the config APIs: 2 = topic, 4 = broker. Config sources in DescribeConfigs:
-1 = dynamic topic config, 4 = static broker config, 5 = default. Incremental operations:
-0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
+1 = dynamic topic config, 3 = dynamic cluster-wide broker default, 4 = static broker config,
+5 = default. Incremental operations: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
+
+Versions: CreateTopics v4 lets partitions and replication factor be -1, "the broker's default"
+(KIP-464), v5 (flexible) returns the new topic's partitions, replication factor and configs,
+v7 its topic id. DeleteTopics v4 is flexible, v5 adds an error message, v6 names topics by id
+or name. DeleteRecords v2, AlterConfigs v2 and IncrementalAlterConfigs v1 are their first
+flexible versions with nothing else new. DescribeConfigs v3 adds each config's type and
+documentation, v4 is flexible.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from compactlog.protocol.schema import (
     INT32,
     INT64,
     STRING,
+    UUID,
     ArrayOf,
     Field,
     field,
@@ -25,8 +33,8 @@ from compactlog.protocol.schema import (
 CREATE_TOPICS_REQUEST = Message(
     "CreateTopicsRequest",
     19,
-    "2-3",
-    flexible="none",
+    "2-7",
+    flexible="5+",
     fields=[
         struct_array(
             "topics",
@@ -55,8 +63,8 @@ CREATE_TOPICS_REQUEST = Message(
 CREATE_TOPICS_RESPONSE = Message(
     "CreateTopicsResponse",
     19,
-    "2-3",
-    flexible="none",
+    "2-7",
+    flexible="5+",
     fields=[
         field("throttle_time_ms", INT32),
         struct_array(
@@ -64,8 +72,26 @@ CREATE_TOPICS_RESPONSE = Message(
             "CreatableTopicResult",
             [
                 field("name", STRING),
+                field("topic_id", UUID, "7+"),
                 field("error_code", INT16),
                 field("error_message", STRING, nullable="0+", default=None),
+                # why the configs below are missing, if they are (KIP-525)
+                field("topic_config_error_code", INT16, "5+", tag=0, tagged="5+"),
+                field("num_partitions", INT32, "5+", default=-1),
+                field("replication_factor", INT16, "5+", default=-1),
+                struct_array(
+                    "configs",
+                    "CreatableTopicConfigs",
+                    [
+                        field("name", STRING),
+                        field("value", STRING, nullable="5+"),
+                        field("read_only", BOOL),
+                        field("config_source", INT8, default=-1),
+                        field("is_sensitive", BOOL),
+                    ],
+                    "5+",
+                    nullable="5+",
+                ),
             ],
         ),
     ],
@@ -74,22 +100,39 @@ CREATE_TOPICS_RESPONSE = Message(
 DELETE_TOPICS_REQUEST = Message(
     "DeleteTopicsRequest",
     20,
-    "1-3",
-    flexible="none",
-    fields=[field("topic_names", ArrayOf(STRING)), field("timeout_ms", INT32)],
+    "1-6",
+    flexible="4+",
+    fields=[
+        struct_array(
+            "topics",
+            "DeleteTopicState",
+            [
+                field("name", STRING, nullable="6+", default=None),  # null: by id
+                field("topic_id", UUID),
+            ],
+            "6+",
+        ),
+        field("topic_names", ArrayOf(STRING), "0-5"),
+        field("timeout_ms", INT32),
+    ],
 )
 
 DELETE_TOPICS_RESPONSE = Message(
     "DeleteTopicsResponse",
     20,
-    "1-3",
-    flexible="none",
+    "1-6",
+    flexible="4+",
     fields=[
         field("throttle_time_ms", INT32),
         struct_array(
             "responses",
             "DeletableTopicResult",
-            [field("name", STRING), field("error_code", INT16)],
+            [
+                field("name", STRING, nullable="6+"),
+                field("topic_id", UUID, "6+"),
+                field("error_code", INT16),
+                field("error_message", STRING, "5+", nullable="5+", default=None),
+            ],
         ),
     ],
 )
@@ -97,8 +140,8 @@ DELETE_TOPICS_RESPONSE = Message(
 DELETE_RECORDS_REQUEST = Message(
     "DeleteRecordsRequest",
     21,
-    "0-1",
-    flexible="none",
+    "0-2",
+    flexible="2+",
     fields=[
         struct_array(
             "topics",
@@ -120,8 +163,8 @@ DELETE_RECORDS_REQUEST = Message(
 DELETE_RECORDS_RESPONSE = Message(
     "DeleteRecordsResponse",
     21,
-    "0-1",
-    flexible="none",
+    "0-2",
+    flexible="2+",
     fields=[
         field("throttle_time_ms", INT32),
         struct_array(
@@ -146,8 +189,8 @@ DELETE_RECORDS_RESPONSE = Message(
 DESCRIBE_CONFIGS_REQUEST = Message(
     "DescribeConfigsRequest",
     32,
-    "1-2",
-    flexible="none",
+    "1-4",
+    flexible="4+",
     fields=[
         struct_array(
             "resources",
@@ -160,14 +203,15 @@ DESCRIBE_CONFIGS_REQUEST = Message(
             ],
         ),
         field("include_synonyms", BOOL),
+        field("include_documentation", BOOL, "3+"),
     ],
 )
 
 DESCRIBE_CONFIGS_RESPONSE = Message(
     "DescribeConfigsResponse",
     32,
-    "1-2",
-    flexible="none",
+    "1-4",
+    flexible="4+",
     fields=[
         field("throttle_time_ms", INT32),
         struct_array(
@@ -196,6 +240,8 @@ DESCRIBE_CONFIGS_RESPONSE = Message(
                                 field("source", INT8),
                             ],
                         ),
+                        field("config_type", INT8, "3+"),  # 0 unknown, 1 boolean, 2 string, ...
+                        field("documentation", STRING, "3+", nullable="0+", default=None),
                     ],
                 ),
             ],
@@ -204,7 +250,9 @@ DESCRIBE_CONFIGS_RESPONSE = Message(
 )
 
 
-def _alter_request(name: str, api_key: int, versions: str, operation: bool) -> Message:
+def _alter_request(
+    name: str, api_key: int, versions: str, flexible: str, operation: bool
+) -> Message:
     config: list[Field] = [field("name", STRING)]
     if operation:
         config.append(field("config_operation", INT8))  # 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT
@@ -213,7 +261,7 @@ def _alter_request(name: str, api_key: int, versions: str, operation: bool) -> M
         name,
         api_key,
         versions,
-        flexible="none",
+        flexible=flexible,
         fields=[
             struct_array(
                 "resources",
@@ -229,12 +277,12 @@ def _alter_request(name: str, api_key: int, versions: str, operation: bool) -> M
     )
 
 
-def _alter_response(name: str, api_key: int, versions: str) -> Message:
+def _alter_response(name: str, api_key: int, versions: str, flexible: str) -> Message:
     return Message(
         name,
         api_key,
         versions,
-        flexible="none",
+        flexible=flexible,
         fields=[
             field("throttle_time_ms", INT32),
             struct_array(
@@ -253,12 +301,14 @@ def _alter_response(name: str, api_key: int, versions: str) -> Message:
 
 # AlterConfigs replaces a resource's whole dynamic config; IncrementalAlterConfigs (KIP-339)
 # changes single keys. The two differ on the wire only by config_operation.
-ALTER_CONFIGS_REQUEST = _alter_request("AlterConfigsRequest", 33, "0-1", operation=False)
-ALTER_CONFIGS_RESPONSE = _alter_response("AlterConfigsResponse", 33, "0-1")
+ALTER_CONFIGS_REQUEST = _alter_request("AlterConfigsRequest", 33, "0-2", "2+", operation=False)
+ALTER_CONFIGS_RESPONSE = _alter_response("AlterConfigsResponse", 33, "0-2", "2+")
 INCREMENTAL_ALTER_CONFIGS_REQUEST = _alter_request(
-    "IncrementalAlterConfigsRequest", 44, "0", operation=True
+    "IncrementalAlterConfigsRequest", 44, "0-1", "1+", operation=True
 )
-INCREMENTAL_ALTER_CONFIGS_RESPONSE = _alter_response("IncrementalAlterConfigsResponse", 44, "0")
+INCREMENTAL_ALTER_CONFIGS_RESPONSE = _alter_response(
+    "IncrementalAlterConfigsResponse", 44, "0-1", "1+"
+)
 
 CreateTopicsRequest = CREATE_TOPICS_REQUEST.cls
 CreateTopicsResponse = CREATE_TOPICS_RESPONSE.cls

@@ -5,6 +5,10 @@ transactions (record batch v2); v5 adds log start offsets, v7 incremental fetch 
 (KIP-227), v9 the current leader epoch, v11 the rack of the consumer (KIP-392). The response's
 ``records`` stays raw bytes and defaults to empty, never null: librdkafka loops on a null
 record set in an error partition (spec 1.4 item 3).
+
+ListOffsets v2 adds the isolation level, v4 the current leader epoch (KIP-320) and the leader
+epoch of the offset found, v6 is flexible, v7-v9 and v11 only allow new special timestamps
+(max timestamp, earliest local, latest tiered, earliest pending upload), v10 adds a timeout.
 """
 
 from __future__ import annotations
@@ -106,8 +110,8 @@ FETCH_RESPONSE = Message(
 LIST_OFFSETS_REQUEST = Message(
     "ListOffsetsRequest",
     2,
-    "1-3",
-    flexible="none",
+    "1-11",
+    flexible="6+",
     fields=[
         field("replica_id", INT32),
         field("isolation_level", INT8, "2+"),
@@ -119,19 +123,26 @@ LIST_OFFSETS_REQUEST = Message(
                 struct_array(
                     "partitions",
                     "ListOffsetsPartition",
-                    # timestamp -2 = earliest, -1 = latest, otherwise a time in ms
-                    [field("partition_index", INT32), field("timestamp", INT64)],
+                    [
+                        field("partition_index", INT32),
+                        field("current_leader_epoch", INT32, "4+", default=-1),
+                        # -1 latest, -2 earliest, -3 max timestamp (v7+), -4 earliest local
+                        # (v8+), -5 latest tiered (v9+), -6 earliest pending upload (v11+),
+                        # otherwise a time in ms
+                        field("timestamp", INT64),
+                    ],
                 ),
             ],
         ),
+        field("timeout_ms", INT32, "10+"),
     ],
 )
 
 LIST_OFFSETS_RESPONSE = Message(
     "ListOffsetsResponse",
     2,
-    "1-3",
-    flexible="none",
+    "1-11",
+    flexible="6+",
     fields=[
         field("throttle_time_ms", INT32, "2+"),
         struct_array(
@@ -147,6 +158,7 @@ LIST_OFFSETS_RESPONSE = Message(
                         field("error_code", INT16),
                         field("timestamp", INT64, default=-1),
                         field("offset", INT64, default=-1),
+                        field("leader_epoch", INT32, "4+", default=-1),
                     ],
                 ),
             ],

@@ -1,8 +1,14 @@
 """The classic group protocol: JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14),
-DescribeGroups (15), ListGroups (16), and the group's offsets: OffsetCommit (8), OffsetFetch (9).
+DescribeGroups (15), ListGroups (16), DeleteGroups (42), and the group's offsets: OffsetCommit
+(8), OffsetFetch (9).
 
 The subscription and assignment blobs (``metadata``, ``assignment``) are opaque bytes to the
 broker: the leader client computes the assignment.
+
+DescribeGroups v5 and ListGroups v3 are the first flexible versions; ListGroups v4 filters by
+state and returns it, v5 filters by group type (KIP-848) and returns it; DescribeGroups v6
+answers a group that does not exist with GROUP_ID_NOT_FOUND and a message (KIP-1043) where
+earlier versions describe it as a "Dead" group without an error.
 """
 
 from __future__ import annotations
@@ -129,8 +135,8 @@ SYNC_GROUP_RESPONSE = Message(
 DESCRIBE_GROUPS_REQUEST = Message(
     "DescribeGroupsRequest",
     15,
-    "0-4",
-    flexible="none",
+    "0-6",
+    flexible="5+",
     fields=[
         field("groups", ArrayOf(STRING)),
         field("include_authorized_operations", BOOL, "3+"),
@@ -140,8 +146,8 @@ DESCRIBE_GROUPS_REQUEST = Message(
 DESCRIBE_GROUPS_RESPONSE = Message(
     "DescribeGroupsResponse",
     15,
-    "0-4",
-    flexible="none",
+    "0-6",
+    flexible="5+",
     fields=[
         field("throttle_time_ms", INT32, "1+"),
         struct_array(
@@ -149,6 +155,8 @@ DESCRIBE_GROUPS_RESPONSE = Message(
             "DescribedGroup",
             [
                 field("error_code", INT16),
+                # v6+: GROUP_ID_NOT_FOUND, with this message, for a group that does not exist
+                field("error_message", STRING, "6+", nullable="6+", default=None),
                 field("group_id", STRING),
                 field("group_state", STRING),
                 field("protocol_type", STRING),
@@ -172,18 +180,36 @@ DESCRIBE_GROUPS_RESPONSE = Message(
     ],
 )
 
-LIST_GROUPS_REQUEST = Message("ListGroupsRequest", 16, "0-2", flexible="none", fields=[])
+LIST_GROUPS_REQUEST = Message(
+    "ListGroupsRequest",
+    16,
+    "0-5",
+    flexible="3+",
+    fields=[
+        # empty: no filter; otherwise only groups in one of these states (v4+) or of one of
+        # these types (v5+: "classic", "consumer", "share", "streams"), case-insensitive
+        field("states_filter", ArrayOf(STRING), "4+"),
+        field("types_filter", ArrayOf(STRING), "5+"),
+    ],
+)
 
 LIST_GROUPS_RESPONSE = Message(
     "ListGroupsResponse",
     16,
-    "0-2",
-    flexible="none",
+    "0-5",
+    flexible="3+",
     fields=[
         field("throttle_time_ms", INT32, "1+"),
         field("error_code", INT16),
         struct_array(
-            "groups", "ListedGroup", [field("group_id", STRING), field("protocol_type", STRING)]
+            "groups",
+            "ListedGroup",
+            [
+                field("group_id", STRING),
+                field("protocol_type", STRING),
+                field("group_state", STRING, "4+"),
+                field("group_type", STRING, "5+"),
+            ],
         ),
     ],
 )
@@ -283,6 +309,29 @@ OFFSET_FETCH_RESPONSE = Message(
     ],
 )
 
+DELETE_GROUPS_REQUEST = Message(
+    "DeleteGroupsRequest",
+    42,
+    "0-2",
+    flexible="2+",
+    fields=[field("groups_names", ArrayOf(STRING))],
+)
+
+DELETE_GROUPS_RESPONSE = Message(
+    "DeleteGroupsResponse",
+    42,
+    "0-2",
+    flexible="2+",
+    fields=[
+        field("throttle_time_ms", INT32),
+        struct_array(
+            "results",
+            "DeletableGroupResult",
+            [field("group_id", STRING), field("error_code", INT16)],
+        ),
+    ],
+)
+
 JoinGroupRequest = JOIN_GROUP_REQUEST.cls
 JoinGroupResponse = JOIN_GROUP_RESPONSE.cls
 HeartbeatRequest = HEARTBEAT_REQUEST.cls
@@ -295,6 +344,8 @@ DescribeGroupsRequest = DESCRIBE_GROUPS_REQUEST.cls
 DescribeGroupsResponse = DESCRIBE_GROUPS_RESPONSE.cls
 ListGroupsRequest = LIST_GROUPS_REQUEST.cls
 ListGroupsResponse = LIST_GROUPS_RESPONSE.cls
+DeleteGroupsRequest = DELETE_GROUPS_REQUEST.cls
+DeleteGroupsResponse = DELETE_GROUPS_RESPONSE.cls
 OffsetCommitRequest = OFFSET_COMMIT_REQUEST.cls
 OffsetCommitResponse = OFFSET_COMMIT_RESPONSE.cls
 OffsetFetchRequest = OFFSET_FETCH_REQUEST.cls

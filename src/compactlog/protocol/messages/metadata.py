@@ -1,4 +1,10 @@
-"""Metadata (key 3) and FindCoordinator (key 10): where topics, partitions and groups live."""
+"""Metadata (key 3) and FindCoordinator (key 10): where topics, partitions and groups live.
+
+Metadata v5 adds offline replicas, v7 leader epochs, v8 authorized operations (KIP-430), v9 is
+the first flexible version, v10 adds topic ids (KIP-516), v11 drops the cluster's authorized
+operations, v12 lets a request name topics by id only (a null name), v13 adds a top-level error
+code.
+"""
 
 from __future__ import annotations
 
@@ -9,28 +15,42 @@ from compactlog.protocol.schema import (
     INT16,
     INT32,
     STRING,
+    UUID,
     ArrayOf,
     field,
     struct_array,
 )
 
+#: Kafka's "authorized operations not requested" (Integer.MIN_VALUE).
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
 METADATA_REQUEST = Message(
     "MetadataRequest",
     3,
-    "1-4",
-    flexible="none",
+    "1-13",
+    flexible="9+",
     fields=[
         # null = all topics (v1+); an empty list = none
-        struct_array("topics", "MetadataRequestTopic", [field("name", STRING)], nullable="1+"),
+        struct_array(
+            "topics",
+            "MetadataRequestTopic",
+            [
+                field("topic_id", UUID, "10+"),
+                field("name", STRING, nullable="10+"),  # null: asked by id (v12+)
+            ],
+            nullable="1+",
+        ),
         field("allow_auto_topic_creation", BOOL, "4+", default=True),
+        field("include_cluster_authorized_operations", BOOL, "8-10"),
+        field("include_topic_authorized_operations", BOOL, "8+"),
     ],
 )
 
 METADATA_RESPONSE = Message(
     "MetadataResponse",
     3,
-    "1-4",
-    flexible="none",
+    "1-13",
+    flexible="9+",
     fields=[
         field("throttle_time_ms", INT32, "3+"),
         struct_array(
@@ -50,7 +70,8 @@ METADATA_RESPONSE = Message(
             "MetadataResponseTopic",
             [
                 field("error_code", INT16),
-                field("name", STRING),
+                field("name", STRING, nullable="12+"),  # null: an unknown id (v12+)
+                field("topic_id", UUID, "10+"),
                 field("is_internal", BOOL, "1+"),
                 struct_array(
                     "partitions",
@@ -59,12 +80,17 @@ METADATA_RESPONSE = Message(
                         field("error_code", INT16),
                         field("partition_index", INT32),
                         field("leader_id", INT32),
+                        field("leader_epoch", INT32, "7+", default=-1),
                         field("replica_nodes", ArrayOf(INT32)),
                         field("isr_nodes", ArrayOf(INT32)),
+                        field("offline_replicas", ArrayOf(INT32), "5+"),
                     ],
                 ),
+                field("topic_authorized_operations", INT32, "8+", default=OPERATIONS_NOT_REQUESTED),
             ],
         ),
+        field("cluster_authorized_operations", INT32, "8-10", default=OPERATIONS_NOT_REQUESTED),
+        field("error_code", INT16, "13+"),
     ],
 )
 

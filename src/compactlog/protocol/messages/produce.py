@@ -1,9 +1,11 @@
 """Produce (key 0) and InitProducerId (key 22).
 
-Produce v3-v7 share one request layout (v7 only allows zstd inside the records); v0-v2 lack
-``transactional_id``. v0-v2 are compiled too, so that a broker which advertises them (as
-librdkafka before 2.11.1 needs, spec 1.4 item 2) but refuses them can still encode a reply
-in the client's version. ``records`` stays the raw bytes of the record batches.
+Produce v3-v8 share one request layout (v7 only allows zstd inside the records); v0-v2 lack
+``transactional_id``; v8's response says which records of a refused batch were wrong and why
+(KIP-467), which Kafka's clients put into the exception they raise. v0-v2 are compiled too,
+so that a broker which advertises them (as librdkafka before 2.11.1 needs, spec 1.4 item 2)
+but refuses them can still encode a reply in the client's version. ``records`` stays the raw
+bytes of the record batches.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from compactlog.protocol.schema import INT16, INT32, INT64, RECORDS, STRING, fie
 PRODUCE_REQUEST = Message(
     "ProduceRequest",
     0,
-    "0-7",
+    "0-8",
     flexible="none",
     fields=[
         field("transactional_id", STRING, "3+", nullable="3+", default=None),
@@ -38,7 +40,7 @@ PRODUCE_REQUEST = Message(
 PRODUCE_RESPONSE = Message(
     "ProduceResponse",
     0,
-    "0-7",
+    "0-8",
     flexible="none",
     fields=[
         struct_array(
@@ -56,6 +58,19 @@ PRODUCE_RESPONSE = Message(
                         # -1 unless the topic uses LogAppendTime
                         field("log_append_time_ms", INT64, "2+", default=-1),
                         field("log_start_offset", INT64, "5+", default=-1),
+                        # v8+ (KIP-467): which records of the batch were refused, and why
+                        struct_array(
+                            "record_errors",
+                            "BatchIndexAndErrorMessage",
+                            [
+                                field("batch_index", INT32),
+                                field(
+                                    "batch_index_error_message", STRING, nullable="8+", default=None
+                                ),
+                            ],
+                            "8+",
+                        ),
+                        field("error_message", STRING, "8+", nullable="8+", default=None),
                     ],
                 ),
             ],

@@ -212,8 +212,10 @@ def expected_after_clean(
             horizon = now + delete_retention_ms if need_horizon else b.horizon
             verbatim = b.raw if len(kept) == len(b.records) and not need_horizon else None
             out.append((b.base, b.last, horizon, kept, verbatim))
-        elif b.next_offset == fuo:
-            out.append((b.base, b.last, None, (), None))  # KAFKA-17076: an empty header
+        elif b.next_offset == before.log_end:
+            # KAFKA-17076 as Kafka 4.4 has it: the batch ending at the high watermark (the log
+            # end here) stays as an empty header.
+            out.append((b.base, b.last, None, (), None))
     return out
 
 

@@ -1163,6 +1163,29 @@ def test_a_cleaned_segment_takes_the_mtime_of_the_last_segment_of_its_group(
         assert os.stat(path).st_mtime_ns // 1_000_000 == 1_600_000_000_000
 
 
+def test_only_the_batch_ending_at_the_high_watermark_stays_as_an_empty_batch(
+    open_store: StoreFactory, clock: ManualClock
+) -> None:
+    """Kafka 4.4 (KAFKA-17076 as 4.4 has it, checked by the kafka tier's differential): a batch
+    whose records all go is kept as an empty header when it ends at the log's high watermark,
+    not when it ends at the round's end (4.0's rule)."""
+    store = new_store(open_store, policy="delete")
+    put(store, T, (b"k", b"1"))  # 0
+    put(store, T, (None, b"keyless"))  # 1: ends the round, not the log
+    store.roll(T, 0)
+    put(store, T, (b"k", b"2"))  # 2, in the active segment
+    store.alter_config(T, {"cleanup.policy": "compact"})
+    store.clean_log(T, 0, clock.now)
+    assert shape(store) == [(0, 0, 1), (2, 2, 1)]
+    store.alter_config(T, {"cleanup.policy": "delete"})  # to take one more keyless record
+    store.roll(T, 0)
+    put(store, T, (None, b"keyless"))  # 3: ends the log once the active segment is empty
+    store.roll(T, 0)
+    store.alter_config(T, {"cleanup.policy": "compact"})
+    store.clean_log(T, 0, clock.now)
+    assert shape(store) == [(2, 2, 1), (3, 3, 0)]
+
+
 def test_the_cleaned_segment_is_indexed_batch_by_batch_by_last_offset(
     open_store: StoreFactory, clock: ManualClock
 ) -> None:

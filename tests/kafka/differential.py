@@ -49,6 +49,7 @@ from compactlog.protocol import RequestHeader, decode_response, encode_request
 from compactlog.protocol.messages.produce import InitProducerIdRequest, ProduceRequest
 from compactlog.records import Compression, RecordBatch, build_batch
 from compactlog.storage.store import Store
+from tests.broker.conftest import recv_frame
 from tests.kafka.harness import (
     CleanerSummary,
     KafkaBroker,
@@ -63,20 +64,6 @@ PRODUCE, INIT_PRODUCER_ID = 0, 22
 RETRIABLE = frozenset({3, 6, 14, 15, 16})
 
 # --- producing ---------------------------------------------------------------------------------
-
-
-def _recv_frame(sock: socket.socket) -> bytes:
-    def exactly(n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("the broker closed the connection")
-            out += chunk
-        return bytes(out)
-
-    (size,) = struct.unpack(">i", exactly(4))
-    return exactly(size)
 
 
 @dataclass
@@ -107,7 +94,7 @@ class RawProducer:
         self.correlation += 1
         header = RequestHeader(api_key, version, self.correlation, "differential")
         self.sock.sendall(encode_request(header, body))
-        return decode_response(_recv_frame(self.sock), api_key, version).body
+        return decode_response(recv_frame(self.sock), api_key, version).body
 
     def init_producer_id(self) -> Producer:
         request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000)

@@ -37,6 +37,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from compactlog.storage.checkpoint import parse_checkpoint
+
 #: The Kafka release the tier runs; tests/kafka/pom.xml pins the same one.
 KAFKA_VERSION = "4.4.0"
 
@@ -173,13 +175,25 @@ def run_tool(
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run one of Kafka's tools by its script name; stdout and stderr come back as text."""
+    return _run_main(TOOLS[tool], args, [], input, timeout, env)
+
+
+def _run_main(
+    main_class: str,
+    args: Sequence[str],
+    classpath: Sequence[Path],
+    input: str | None,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """A short-lived JVM running ``main_class`` with the tools' options and logging."""
     command = [
         "java",
         *TOOL_JVM_OPTS,
         f"-Dlog4j2.configurationFile={tools_log4j()}",
         "-cp",
-        _classpath(),
-        TOOLS[tool],
+        _classpath(classpath),
+        main_class,
         *args,
     ]
     return subprocess.run(
@@ -225,24 +239,7 @@ def run_java(
     timeout: float = 180.0,
 ) -> subprocess.CompletedProcess[str]:
     """Run a main class of tests/kafka/java against Kafka's jars."""
-    command = [
-        "java",
-        *TOOL_JVM_OPTS,
-        f"-Dlog4j2.configurationFile={tools_log4j()}",
-        "-cp",
-        _classpath([java_classes()]),
-        main_class,
-        *args,
-    ]
-    return subprocess.run(
-        command,
-        input=input,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        preexec_fn=_die_with_parent,
-    )
+    return _run_main(main_class, args, [java_classes()], input, timeout)
 
 
 class Consumed(NamedTuple):
@@ -519,17 +516,10 @@ _SUMMARY = re.compile(
 
 
 def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
-    """Kafka's offset checkpoint format: version 0, a count, then ``topic partition offset``."""
+    """An offset checkpoint file (Kafka's format; a missing file has no entries)."""
     if not path.exists():
         return {}
-    lines = path.read_text().splitlines()
-    if len(lines) < 2:
-        return {}
-    entries = {}
-    for line in lines[2:]:
-        topic, partition, offset = line.split()
-        entries[(topic, int(partition))] = int(offset)
-    return entries
+    return parse_checkpoint(path.read_bytes(), str(path))
 
 
 def write_offset_checkpoint(path: Path, entries: Mapping[tuple[str, int], int]) -> None:

@@ -233,6 +233,25 @@ def test_kafka_index_checks_pass(written: Written) -> None:
     assert stderr == []
 
 
+def kafka_with_topics(make: Callable[..., KafkaBroker]) -> KafkaBroker:
+    """A stopped Kafka broker (cleaner off) whose controller created :data:`TOPICS`."""
+    broker = make(config={"log.cleaner.enable": "false"})
+    for topic, (partitions, _, kafka_config) in TOPICS.items():
+        configs = [arg for k, v in kafka_config.items() for arg in ("--config", f"{k}={v}")]
+        done = broker.tool(
+            "kafka-topics", "--create", "--topic", topic, "--partitions", str(partitions), *configs
+        )
+        assert done.returncode == 0, done.stderr
+    broker.stop()
+    return broker
+
+
+def assert_kafka_logged_no_damage(broker: KafkaBroker) -> None:
+    log = broker.server_log.read_text()
+    for sign in ("Found invalid", "Corrupt", "corrupt", "Truncat", "truncat", "ERROR"):
+        assert sign not in log, [line for line in log.splitlines() if sign in line][:5]
+
+
 def kafka_over(written: Written, make: Callable[..., KafkaBroker], recover: bool) -> KafkaBroker:
     """A Kafka broker whose partitions hold compactlog's files.
 
@@ -242,14 +261,7 @@ def kafka_over(written: Written, make: Callable[..., KafkaBroker], recover: bool
     removes the clean-shutdown marker and sets every recovery point to 0: Kafka then re-reads
     every batch of every segment, as after a crash, and rebuilds every index.
     """
-    broker = make(config={"log.cleaner.enable": "false"})
-    for topic, (partitions, _, kafka_config) in TOPICS.items():
-        configs = [arg for k, v in kafka_config.items() for arg in ("--config", f"{k}={v}")]
-        done = broker.tool(
-            "kafka-topics", "--create", "--topic", topic, "--partitions", str(partitions), *configs
-        )
-        assert done.returncode == 0, done.stderr
-    broker.stop()
+    broker = kafka_with_topics(make)
 
     for topic, (partitions, _, _) in TOPICS.items():
         for partition in range(partitions):
@@ -300,11 +312,9 @@ def test_a_kafka_broker_serves_compactlog_partitions(
             assert int(start) == written.log_start[(topic, int(partition))], line
     broker.stop()
 
-    log = broker.server_log.read_text()
-    for sign in ("Found invalid", "Corrupt", "corrupt", "Truncat", "truncat", "ERROR"):
-        assert sign not in log, [line for line in log.splitlines() if sign in line][:5]
+    assert_kafka_logged_no_damage(broker)
     if recover:
-        assert "Recovering unflushed segment" in log
+        assert "Recovering unflushed segment" in broker.server_log.read_text()
     # Kafka cut nothing: every segment kept every byte compactlog wrote.
     for relative, size in sizes.items():
         assert (broker.data_dir / relative).stat().st_size == size, relative
@@ -342,14 +352,7 @@ def test_compactlog_writes_into_a_kafka_log_dir_and_kafka_serves_it(
     (its catalog from Kafka's metadata log), writes and cleans the whole workload there, and
     closes; Kafka starts over the directory as compactlog left it (compactlog's segments,
     indexes, snapshots, checkpoints and clean-shutdown marker) and serves every record."""
-    broker = kafka(config={"log.cleaner.enable": "false"})
-    for topic, (partitions, _, kafka_config) in TOPICS.items():
-        configs = [arg for k, v in kafka_config.items() for arg in ("--config", f"{k}={v}")]
-        done = broker.tool(
-            "kafka-topics", "--create", "--topic", topic, "--partitions", str(partitions), *configs
-        )
-        assert done.returncode == 0, done.stderr
-    broker.stop()
+    broker = kafka_with_topics(kafka)
 
     clock = ManualClock(int(time.time() * 1000) - 3_600_000)
     with Store.open(broker.data_dir, clock=clock) as store:
@@ -362,6 +365,4 @@ def test_compactlog_writes_into_a_kafka_log_dir_and_kafka_serves_it(
     for topic in TOPICS:
         assert java_consume(broker.bootstrap, topic) == views[topic], topic
     broker.stop()
-    log = broker.server_log.read_text()
-    for sign in ("Found invalid", "Corrupt", "corrupt", "Truncat", "truncat", "ERROR"):
-        assert sign not in log, [line for line in log.splitlines() if sign in line][:5]
+    assert_kafka_logged_no_damage(broker)

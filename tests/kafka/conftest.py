@@ -2,7 +2,7 @@
 and ``compactlog serve`` beside it.
 
 Every test here is marked ``kafka``. Where Java or Kafka's jars are missing the whole tier is
-skipped, and the run says why in one line.
+left out of the run (deselected), and the run says why in one line at its end.
 """
 
 from __future__ import annotations
@@ -19,13 +19,25 @@ from tests.kafka.harness import KafkaBroker, unavailable
 _REASON = unavailable()
 
 
+_SKIPPED = pytest.StashKey[int]()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Where Kafka cannot run, leave the tier out (its modules' own brokers would fail first)
+    and say why once, at the end of the run."""
     if _REASON is None:
         return
-    skip = pytest.mark.skip(reason=f"kafka tier skipped: {_REASON}")
-    for item in items:
-        if "kafka" in item.keywords:
-            item.add_marker(skip)
+    tier = [item for item in items if "kafka" in item.keywords]
+    if tier:
+        config.hook.pytest_deselected(items=tier)
+        items[:] = [item for item in items if "kafka" not in item.keywords]
+        config.stash[_SKIPPED] = len(tier)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    skipped = config.stash.get(_SKIPPED, 0)
+    if skipped:
+        terminalreporter.write_line(f"kafka tier skipped ({skipped} tests): {_REASON}")
 
 
 @pytest.fixture

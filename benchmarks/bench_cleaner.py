@@ -57,11 +57,11 @@ from typing import Any
 
 import numpy as np
 
-import compactlog  # installs the cleaner into Store
 from compactlog.cleaner.offset_map import CompactOffsetMap, SkimpyOffsetMap, keys_per_mib
+from compactlog.log_manager import LogManager
 from compactlog.storage.config import BrokerConfig
+from compactlog.storage.store import Store
 
-Store = compactlog.Store
 MB = 1_000_000
 MIB = 1 << 20
 KEY_BYTES = 14  # b"key-%010d"
@@ -217,28 +217,29 @@ def _reset_peak_rss() -> bool:
 def _warm_up(directory: str, offset_map: str) -> None:
     """Compile (or load) the numba kernels of ``offset_map`` on a tiny store, outside the clock."""
     shutil.rmtree(directory, ignore_errors=True)
-    store = Store.open(
+    logs = LogManager.open(
         directory,
         config={
             "log.cleaner.dedupe.buffer.size": 2 * MIB,
             "compactlog.cleaner.offset.map": offset_map,
         },
     )
+    store = logs.store
     store.create_topic("warmup", 1, {"cleanup.policy": "compact"})
     rng = np.random.default_rng(0)
     for _ in range(20):
         keys = rng.integers(0, 300, BATCH).tolist()
         store.append("warmup", 0, [(b"key-%010d" % k, b"v" * 86) for k in keys])
     store.roll("warmup", 0)
-    store.clean_log("warmup", 0)
-    store.close()
+    logs.clean_log("warmup", 0)
+    logs.close()
     shutil.rmtree(directory, ignore_errors=True)
 
 
 def child_clean(store_dir: str, dedupe_bytes: int, offset_map: str) -> int:
     """Run in a fresh process: open the store, clean the topic once, print one JSON line."""
     _warm_up(store_dir.rstrip("/") + "-warmup", offset_map)
-    store = Store.open(
+    logs = LogManager.open(
         store_dir,
         config={
             "log.cleaner.dedupe.buffer.size": dedupe_bytes,
@@ -249,7 +250,7 @@ def child_clean(store_dir: str, dedupe_bytes: int, offset_map: str) -> int:
     peak_before = _proc_status_bytes("VmHWM")  # imports, warm-up and opening
     reset = peak_before > 0 and _reset_peak_rss()
     started, cpu_started = time.perf_counter(), time.process_time()
-    result = store.clean_log(TOPIC, 0)
+    result = logs.clean_log(TOPIC, 0)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     # ru_maxrss is the fallback only: it also counts the parent's RSS at fork (the mm a
     # fork+exec child starts from) and cannot be reset.
@@ -262,8 +263,8 @@ def child_clean(store_dir: str, dedupe_bytes: int, offset_map: str) -> int:
     if stats is None:
         print(json.dumps({"error": f"nothing was cleaned: {result!r}"}))
         return 1
-    log_bytes_after = store.log(TOPIC, 0).size()
-    store.close()
+    log_bytes_after = logs.store.log(TOPIC, 0).size()
+    logs.close()
     print(
         json.dumps(
             {

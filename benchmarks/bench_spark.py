@@ -74,12 +74,12 @@ from typing import Any
 
 import numpy as np
 
-import compactlog  # installs the cleaner into Store
 from bench_storage import dd_read_mb_s, dd_write_mb_s  # the same machine limits, measured alike
 from compactlog.cleaner.inspect import cleaner_status, keys_per_pass, next_cleaning_range
+from compactlog.log_manager import LogManager
 from compactlog.storage.config import BrokerConfig
+from compactlog.storage.store import Store
 
-Store = compactlog.Store
 MB = 1_000_000
 MIB = 1 << 20
 TOPIC = "bench"
@@ -275,9 +275,9 @@ def _compact(spark: Any, data_dir: str) -> dict[str, Any]:
     """One one-pass compaction of ``TOPIC``, with the range planned before it."""
     from compactlog.spark.compact import compact
 
-    with Store.open(data_dir) as store:
-        planned = next_cleaning_range(store, TOPIC, 0)
-        log_end = store.log_end_offset(TOPIC, 0)
+    with LogManager.open(data_dir) as logs:
+        planned = next_cleaning_range(logs.cleaner, TOPIC, 0)
+        log_end = logs.store.log_end_offset(TOPIC, 0)
     result = compact(
         spark,
         data_dir,
@@ -388,15 +388,15 @@ def worker_kafka(params: dict[str, Any]) -> dict[str, Any]:
     """Kafka's way: ``clean_log`` passes with the default dedupe buffer, in this process."""
     tiny = os.path.join(params["work"], "warm-up")
     build_tiny_log(tiny)
-    with Store.open(tiny) as store:  # compiles (or loads) the cleaner's kernels
-        store.clean_log(TOPIC, 0)
+    with LogManager.open(tiny) as logs:  # compiles (or loads) the cleaner's kernels
+        logs.clean_log(TOPIC, 0)
     shutil.rmtree(tiny, ignore_errors=True)
     passes = []
-    with Store.open(params["data"]) as store:
-        end = next_cleaning_range(store, TOPIC, 0).first_uncleanable_offset
+    with LogManager.open(params["data"]) as logs:
+        end = next_cleaning_range(logs.cleaner, TOPIC, 0).first_uncleanable_offset
         while len(passes) < params["passes"]:
             started = time.perf_counter()
-            result = store.clean_log(TOPIC, 0)
+            result = logs.clean_log(TOPIC, 0)
             seconds = time.perf_counter() - started
             stats = result.stats
             if stats is None:
@@ -421,7 +421,9 @@ def worker_kafka(params: dict[str, Any]) -> dict[str, Any]:
             if result.end_offset >= end:
                 break
         clean = bool(passes) and passes[-1]["end_offset"] >= end
-        records_after = sum(1 for _ in store.read(TOPIC, 0)) if clean and params["count"] else None
+        records_after = (
+            sum(1 for _ in logs.store.read(TOPIC, 0)) if clean and params["count"] else None
+        )
     return {
         "passes": passes,
         "first_uncleanable_offset": end,
@@ -573,8 +575,8 @@ def bench_compaction(args: argparse.Namespace, root: str) -> None:
     if args.inspect:
         say("cleaner_status of the log (every dirty key in a Python set)")
         started = time.perf_counter()
-        with Store.open(built.data_dir) as store:
-            (status,) = cleaner_status(store, TOPIC)
+        with LogManager.open(built.data_dir) as logs:
+            (status,) = cleaner_status(logs.cleaner, TOPIC)
         inspected = {
             "cleaner_status": {
                 "dirty_keys": status.dirty_keys,

@@ -46,9 +46,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.kafka.harness
 
-import compactlog  # noqa: F401 - installs the cleaner
 from bench_broker import Served, bench_consume, bench_produce, cpu_seconds, emit, say
 from bench_storage import dd_read_mb_s, dd_write_mb_s
+from compactlog.log_manager import LogManager
 from compactlog.storage.store import Store
 from tests.kafka.harness import (
     KAFKA_VERSION,
@@ -112,12 +112,13 @@ def compactlog_copy(kafka_data: Path, topics: dict[str, dict[str, str]], ours: P
 def compactlog_clean(data_dir: Path, topic: str) -> dict[str, Any]:
     """Clean ``topic`` with compactlog's cleaner (its min.cleanable.dirty.ratio set to 0.5
     first); Kafka's figure: bytes read over the rounds' time."""
-    with Store.open(data_dir) as store:
+    with LogManager.open(data_dir) as logs:
+        store = logs.store
         store.alter_config(topic, {"min.cleanable.dirty.ratio": "0.5"})
         started_cpu = time.process_time()
         rounds = []
         while True:
-            result = store.clean()
+            result = logs.clean()
             if result.cleaned is None:
                 break
             assert result.cleaned == (topic, 0), result

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from compactlog.storage.store import Store
+from tests.managed import close_managed, open_managed
 
 
 class ManualClock:
@@ -34,18 +35,19 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def open_store(tmp_path: Path, clock: ManualClock) -> Iterator[Callable[..., Store]]:
-    """``open_store(**kwargs)`` opens a Store on ``tmp_path/data`` with the manual clock."""
+    """``open_store(**kwargs)`` opens a Store on ``tmp_path/data`` with the manual clock, under a
+    :class:`LogManager` (:func:`manager_of` gives it: cleaning goes through the manager)."""
     opened: list[Store] = []
 
     def factory(path: Path | None = None, **kwargs: Any) -> Store:
         kwargs.setdefault("clock", clock)
-        store = Store.open(path or tmp_path / "data", **kwargs)
+        store = open_managed(path or tmp_path / "data", **kwargs)
         opened.append(store)
         return store
 
     yield factory
     for store in opened:
-        store.close()
+        close_managed(store)
 
 
 def open_files_under(path: Path) -> list[str]:

@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-import compactlog  # noqa: F401 - installs the log cleaner into the store
+from compactlog.log_manager import LogManager
 from compactlog.storage.partitioner import partition_for_key
 from compactlog.storage.store import Store
 from compactlog.storage.topic_catalog import TOPICS_FILE
@@ -175,7 +175,8 @@ def retention(store: Store) -> None:
     console.print(f"{deleted} whole segments deleted, oldest first")
 
 
-def compaction(store: Store, partitions: int) -> None:
+def compaction(logs: LogManager, partitions: int) -> None:
+    store = logs.store
     console.rule("[bold]3b. Compaction of the address topic (Kafka's log cleaner)")
 
     def latest() -> dict[bytes | None, bytes | None]:
@@ -191,7 +192,7 @@ def compaction(store: Store, partitions: int) -> None:
         store.roll("customer-addresses", p)  # so the newest segment is cleanable too
     rounds = 0
     while rounds < 20:
-        result = store.clean()
+        result = logs.clean()
         if result.cleaned is None:
             break
         rounds += 1
@@ -211,11 +212,12 @@ def compaction(store: Store, partitions: int) -> None:
     )
 
 
-def crash_and_recover(data_dir: str, store: Store) -> Store:
+def crash_and_recover(data_dir: str, logs: LogManager) -> Store:
+    store = logs.store
     console.rule("[bold]4. A crash with a torn write, then recovery")
     end = store.log_end_offset("customer-addresses", 0)
     active = store.segments("customer-addresses", 0)[-1].path
-    store.abandon()  # no flush, no clean-shutdown marker: what a killed process leaves
+    logs.abandon()  # no flush, no clean-shutdown marker: what a killed process leaves
     with open(active, "ab") as f:
         f.write(b"\x00\x00\x00\x00\x00\x00\x99\x99\x00\x00\x10\x00torn")  # half a batch
     console.print(f"left 16 bytes of a half-written batch at the end of {os.path.relpath(active)}")
@@ -273,11 +275,12 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = args.data_dir
     _fresh_dir(data_dir)
     seed_example(data_dir)
-    store = Store.open(data_dir)
+    logs = LogManager.open(data_dir)
+    store = logs.store
     latest = workload(store, args.records, args.keys, args.partitions, args.seed)
     retention(store)
-    compaction(store, args.partitions)
-    with crash_and_recover(data_dir, store) as reopened:
+    compaction(logs, args.partitions)
+    with crash_and_recover(data_dir, logs) as reopened:
         read_back(reopened, latest, args.partitions)
     console.rule("[bold]6. verify: every CRC, offset and index of the data directory")
     _cli(data_dir, "verify")

@@ -30,6 +30,7 @@ from tests.broker.conftest import (
     stored_batches,
     wait_until,
 )
+from tests.managed import manager_of
 
 pytestmark = [
     pytest.mark.broker,
@@ -62,7 +63,7 @@ def build_cleaned_topic(broker: Any) -> dict[bytes, bytes]:
     if INSTALLED["kcat"]:
         send("kcat", [(b"k1", b"kcat-k1")], None)
 
-    on_broker(broker, lambda store: (store.roll(TOPIC, 0), store.clean_log(TOPIC, 0)))
+    on_broker(broker, lambda store: (store.roll(TOPIC, 0), manager_of(store).clean_log(TOPIC, 0)))
     return latest
 
 

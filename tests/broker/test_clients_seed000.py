@@ -25,6 +25,7 @@ from tests.broker.conftest import (
     needs_kcat,
     on_broker,
 )
+from tests.managed import manager_of, open_managed
 
 pytestmark = [
     pytest.mark.broker,
@@ -72,9 +73,9 @@ def test_last_compaction_script_finds_the_largest_gap(brokers: Brokers) -> None:
 
     data_dir = Path(broker.broker.store.path)
     brokers.stop(broker)
-    with Store.open(data_dir) as store:  # offline, as an operator cleans with the CLI
+    with open_managed(data_dir) as store:  # offline, as an operator cleans with the CLI
         store.roll(TOPIC, 0)
-        store.clean_log(TOPIC, 0)
+        manager_of(store).clean_log(TOPIC, 0)
         removed, after, timestamp = expected_gap(store)
     broker = brokers.start(data_dir)
 
@@ -100,7 +101,7 @@ def test_script_output_matches_report_on_a_client_cleaned_topic(broker: Any) -> 
             "-K:",
             input=b"".join(b"k%d:v%d-%d\n" % (k, i, k) for k in keys),
         )
-    on_broker(broker, lambda store: (store.roll(TOPIC, 0), store.clean_log(TOPIC, 0)))
+    on_broker(broker, lambda store: (store.roll(TOPIC, 0), manager_of(store).clean_log(TOPIC, 0)))
     removed, after, timestamp = on_broker(broker, expected_gap)
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(timestamp // 1000))
     assert run_script(broker.bootstrap) == (

@@ -33,6 +33,7 @@ from compactlog.errors import CorruptRecordError
 from compactlog.records import Record
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
+from tests.managed import manager_of
 
 StoreFactory = Callable[..., Store]
 
@@ -356,7 +357,7 @@ def test_cleaning_keeps_the_latest_commit_per_key(
     p = partition_for(KEPT)
     assert p == partition_for(DELETED)
     store.roll(OFFSETS_TOPIC, p)
-    store.clean_log(OFFSETS_TOPIC, p, clock.now)
+    manager_of(store).clean_log(OFFSETS_TOPIC, p, clock.now)
 
     def latest() -> dict[OffsetCommitKey | GroupMetadataKey, int | None]:
         """Each key's value after cleaning (an offset, or None for a tombstone)."""
@@ -390,7 +391,7 @@ def test_cleaning_keeps_the_latest_commit_per_key(
     clock.advance(24 * 3600 * 1000 + 1)
     reloaded.commit_offsets(KEPT, -1, "", -1, [("t", 0, 200)])
     store.roll(OFFSETS_TOPIC, p)
-    store.clean_log(OFFSETS_TOPIC, p, clock.now)
+    manager_of(store).clean_log(OFFSETS_TOPIC, p, clock.now)
     assert latest() == {
         OffsetCommitKey(KEPT, "t", 0): 200,
         OffsetCommitKey(KEPT, "t", 1): 191,

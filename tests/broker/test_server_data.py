@@ -32,6 +32,7 @@ from tests.broker.test_server_basics import (
     running_broker,
     start_broker,
 )
+from tests.managed import manager_of
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
 
@@ -320,7 +321,7 @@ def test_fetch_on_a_compacted_log_returns_whole_batches_from_the_one_holding_the
     assert store is not None
     server.call(lambda: store.roll("cc", 0))
     produce(client, "cc", 0, batch([(b"d", b"1")]))  # 6, in the active segment
-    server.call(lambda: store.clean_log("cc", 0))
+    server.call(lambda: manager_of(store).clean_log("cc", 0))
     whole = fetch(client, "cc", 0, 0)
     headers = [(b.base_offset, b.last_offset) for b in iter_batches(whole.records)]
     assert headers == [(0, 2), (3, 4), (5, 5), (6, 6)]  # batch boundaries survive cleaning
@@ -523,7 +524,7 @@ def test_producer_state_survives_cleaning_and_a_restart(tmp_path: Path) -> None:
         store = broker.broker.store
         assert store is not None
         broker.call(lambda: store.roll("ps", 0))
-        broker.call(lambda: store.clean_log("ps", 0))
+        broker.call(lambda: manager_of(store).clean_log("ps", 0))
     finally:
         broker.stop()
     broker = start_broker(data_dir)

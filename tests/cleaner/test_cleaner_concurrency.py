@@ -17,7 +17,7 @@ The run goes on until 100 cleanings and 30 segment deletions have happened (abou
 most 15 s); a fifth of the passes start in the middle of the log and a tenth at the previous
 pass's start, which retention may have passed meanwhile (the allowed out-of-range case).
 
-Background cleaning: ``Store.open(..., background=True)`` with the real clock and
+Background cleaning: ``open_managed(..., background=True)`` with the real clock and
 ``log.cleaner.backoff.ms`` of 50 ms; appends continue while the cleaner thread cleans (its
 checkpoint entry appears and then advances), nothing appended is lost, ``close()`` stops every
 thread, and a store closed while a cleaning round is writing its ``.cleaned`` segment (slowed
@@ -43,6 +43,7 @@ from compactlog.errors import OffsetOutOfRangeError
 from compactlog.storage.faultfs import FaultInjectingFileSystem, MutatingCall
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
+from tests.managed import close_managed, manager_of, open_managed
 
 TOPIC = "t"
 TP = (TOPIC, 0)
@@ -96,7 +97,7 @@ def test_r11_reads_concurrent_with_cleaning_and_retention(tmp_path: Path) -> Non
     seed = random.SystemRandom().randrange(2**31)
     rng = random.Random(seed)
     clock = ManualClock()
-    store = Store.open(tmp_path / "data", clock=clock, config=BROKER)
+    store = open_managed(tmp_path / "data", clock=clock, config=BROKER)
     store.create_topic(
         TOPIC,
         1,
@@ -186,7 +187,7 @@ def test_r11_reads_concurrent_with_cleaning_and_retention(tmp_path: Path) -> Non
             if step % 4 == 3:
                 store.roll(TOPIC, 0)
             if step % 3 == 2:
-                result = store.clean(clock.now)
+                result = manager_of(store).clean(clock.now)
                 assert not result.uncleanable, result.uncleanable
                 cleaned += result.cleaned is not None
                 deleted += sum(result.segments_deleted.values())
@@ -195,7 +196,7 @@ def test_r11_reads_concurrent_with_cleaning_and_retention(tmp_path: Path) -> Non
     finally:
         stop.set()
         thread.join()
-        store.close()
+        close_managed(store)
     print(
         f"R11 seed {seed}: {step} steps, {cleaned} cleanings, {deleted} segments deleted by "
         f"retention, reader {stats}"
@@ -220,7 +221,7 @@ def test_background_cleaner_cleans_while_appends_continue(
     caplog.set_level(logging.WARNING, logger="compactlog")
     rng = random.Random(11)
     data = tmp_path / "data"
-    store = Store.open(data, config={**BROKER, "log.cleaner.backoff.ms": 50}, background=True)
+    store = open_managed(data, config={**BROKER, "log.cleaner.backoff.ms": 50}, background=True)
     assert any(n.startswith(THREAD_NAMES[0]) for n in service_threads())
     store.create_topic(
         TOPIC,
@@ -256,12 +257,12 @@ def test_background_cleaner_cleans_while_appends_continue(
         append_some(50)
         assert records(store)  # readable while the threads run
     finally:
-        store.close()
+        close_managed(store)
     assert service_threads() == [], "close() left threads running"
-    assert not store.cleaner.running()  # type: ignore[attr-defined]
+    assert not manager_of(store).cleaner.running()  # type: ignore[attr-defined]
     problems = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert problems == [], problems
-    with Store.open(data, config=BROKER) as again:
+    with open_managed(data, config=BROKER) as again:
         recs = records(again)
         check_against_model(recs, appended)
         assert len(recs) < len(appended), "nothing was compacted"
@@ -281,7 +282,7 @@ def test_store_closed_mid_clean_reopens_consistent(tmp_path: Path) -> None:
     config = {**BROKER, "log.cleaner.backoff.ms": 50, "log.cleaner.io.buffer.size": 4096}
     # Build the data first (no cleaner), so that one round has many chunks and groups.
     appended: dict[int, tuple[bytes, bytes | None]] = {}
-    with Store.open(data, config=config) as store:
+    with open_managed(data, config=config) as store:
         store.create_topic(
             TOPIC,
             1,
@@ -294,7 +295,7 @@ def test_store_closed_mid_clean_reopens_consistent(tmp_path: Path) -> None:
         store.roll(TOPIC, 0)
         before = records(store)
 
-    store = Store.open(data, config=config, fs=SlowCleanedWrites(trace=False), background=True)
+    store = open_managed(data, config=config, fs=SlowCleanedWrites(trace=False), background=True)
     directory = data / PART
     try:
         wait_for(
@@ -305,25 +306,25 @@ def test_store_closed_mid_clean_reopens_consistent(tmp_path: Path) -> None:
         time.sleep(0.2)  # let it swap a few groups in: the round is half done at close()
     finally:
         started = time.monotonic()
-        store.close()
+        close_managed(store)
         closing = time.monotonic() - started
     assert service_threads() == [], "close() left threads running"
     assert closing < 5, f"close() took {closing:.1f} s to stop the cleaner"
-    with Store.open(data, config=BROKER) as again:
+    with open_managed(data, config=BROKER) as again:
         left = [n for n in os.listdir(directory) if n.endswith((".cleaned", ".swap", ".deleted"))]
         assert left == [], left
         recs = records(again)
         check_against_model(recs, appended)
         assert {o for o, _, _ in recs} <= {o for o, _, _ in before}
         # and the cleaning can be finished later
-        again.clean_log(TOPIC, 0)
+        manager_of(again).clean_log(TOPIC, 0)
         check_against_model(records(again), appended)
 
 
 def test_on_demand_cleaning_alongside_background_threads(tmp_path: Path) -> None:
     """Store.clean() from application threads while the cleaner threads run: each cleaner (and
     its offset map) serves one thread at a time, so no round corrupts another."""
-    store = Store.open(
+    store = open_managed(
         tmp_path / "data",
         config={"log.cleaner.backoff.ms": 1, "log.cleaner.threads": 2},
         background=True,
@@ -347,7 +348,7 @@ def test_on_demand_cleaning_alongside_background_threads(tmp_path: Path) -> None
         def on_demand() -> None:
             while not stop.is_set():
                 try:
-                    result = store.clean()
+                    result = manager_of(store).clean()
                     if result.uncleanable:
                         failures.append(f"uncleanable: {result.uncleanable}")
                 except Exception as exc:
@@ -372,11 +373,11 @@ def test_on_demand_cleaning_alongside_background_threads(tmp_path: Path) -> None
         for t in callers:
             t.join()
         assert failures == []
-        assert store.cleaner.manager.uncleanable_partitions() == {}
+        assert manager_of(store).cleaner.manager.uncleanable_partitions() == {}
         for topic in topics:
             read = {r.key: r.value for r in store.read(topic, 0)}
             for (t, key), value in latest.items():
                 if t == topic:
                     assert read[key] == value, (topic, key)
     finally:
-        store.close()
+        close_managed(store)

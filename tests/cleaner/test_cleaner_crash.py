@@ -61,6 +61,7 @@ import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.storage.faultfs import FaultInjectingFileSystem, MutatingCall, SimulatedCrash
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
+from tests.managed import close_managed, manager_of, open_managed
 
 TOPIC = "t"
 TP = (TOPIC, 0)
@@ -138,7 +139,7 @@ def build(data: Path, clock: ManualClock, superseded_tail: bool) -> None:
     so the group's cleaned segment ends below S1's base offset.
     """
     rng = random.Random(9)
-    store = Store.open(data, clock=clock, config=BROKER)
+    store = open_managed(data, clock=clock, config=BROKER)
     store.create_topic(
         TOPIC,
         1,
@@ -179,11 +180,11 @@ def build(data: Path, clock: ManualClock, superseded_tail: bool) -> None:
     else:
         for i in range(4):
             segment(6, i)
-        store.clean(clock.now)
+        manager_of(store).clean(clock.now)
         clock.advance(2 * DELETE_RETENTION_MS)
         for i in range(4, 8):
             segment(6, i)
-    store.close()
+    close_managed(store)
 
 
 @dataclass
@@ -206,20 +207,20 @@ class Reference:
 
 def reference(pristine: Path, work: Path, clock: ManualClock) -> Reference:
     shutil.copytree(pristine, work / "pre")
-    with Store.open(work / "pre", clock=clock, config=BROKER) as store:
+    with open_managed(work / "pre", clock=clock, config=BROKER) as store:
         pre = records(store)
         log_start, log_end = store.log_start_offset(*TP), store.log_end_offset(*TP)
         pre_bases = [s.base_offset for s in store.segments(TOPIC, 0)]
     shutil.copytree(pristine, work / "post")
     fs = FaultInjectingFileSystem()
-    store = Store.open(work / "post", clock=clock, config=BROKER, fs=fs)
+    store = open_managed(work / "post", clock=clock, config=BROKER, fs=fs)
     k0 = fs.calls
-    result = store.clean(clock.now)
+    result = manager_of(store).clean(clock.now)
     k1 = fs.calls
     assert result.cleaned == TP and not result.uncleanable, result
     post = records(store)
     post_bases = [s.base_offset for s in store.segments(TOPIC, 0)]
-    store.close()
+    close_managed(store)
     assert fs.trace is not None
     trace = [MutatingCall(c.number - k0, c.op, c.path) for c in fs.trace[k0:k1]]
     end = result.end_offset
@@ -280,7 +281,7 @@ def check_restart(data: Path, clock: ManualClock, ref: Reference, k: int) -> lis
     """Reopen after a crash at call k; the list of broken invariants (empty when all hold)."""
     problems: list[str] = []
     try:
-        store = Store.open(data, clock=clock, config=BROKER)
+        store = open_managed(data, clock=clock, config=BROKER)
     except Exception as exc:
         return [f"the log does not load: {type(exc).__name__}: {exc}"]
     try:
@@ -320,17 +321,17 @@ def check_restart(data: Path, clock: ManualClock, ref: Reference, k: int) -> lis
                 continue  # the tombstone expired, as in the uninterrupted clean
             problems.append(f"latest record of {key!r} is {got}, expected {(offset, value)}")
         # The next clean reaches the uninterrupted result, and the one after changes nothing.
-        result = store.clean(clock.now)
+        result = manager_of(store).clean(clock.now)
         if result.uncleanable:
             problems.append(f"the next clean failed: {result.uncleanable}")
         if records(store) != ref.post:
             problems.append("the next clean did not reach the post-clean records")
         files = partition_files(data)
-        again = store.clean(clock.now)
+        again = manager_of(store).clean(clock.now)
         if again.cleaned is not None or partition_files(data) != files:
             problems.append("a further clean changed the log (no fixpoint)")
     finally:
-        store.close()
+        close_managed(store)
     return problems
 
 
@@ -362,10 +363,10 @@ def test_r9_crash_at_every_mutating_call_of_a_clean(work_dir: Path, superseded_t
         data = work_dir / f"crash-{i}"
         shutil.copytree(pristine, data)
         fs = FaultInjectingFileSystem()
-        store = Store.open(data, clock=clock, config=BROKER, fs=fs)
+        store = open_managed(data, clock=clock, config=BROKER, fs=fs)
         fs.crash_at(fs.calls + k, partial_write=random.Random(k) if torn else False)
         with pytest.raises(SimulatedCrash):
-            store.clean(clock.now)
+            manager_of(store).clean(clock.now)
         drop_crashed(store)
         call = ref.trace[k - 1]
         torn_text = ", torn" if torn else ""
@@ -399,7 +400,7 @@ ACK = struct.Struct(">qhqb")  # offset, key number, value number (unique), tombs
 
 def _child(data: Path, seed: int, ack_fd: int) -> None:
     rng = random.Random(seed)
-    store = Store.open(
+    store = open_managed(
         data,
         clock=warp_clock,
         config={**BROKER, "log.cleaner.backoff.ms": 5},
@@ -436,7 +437,7 @@ def test_r9_sigkill_during_continuous_cleaning(tmp_path: Path) -> None:
     seed = random.SystemRandom().randrange(2**31)
     rng = random.Random(seed)
     data = tmp_path / "data"
-    with Store.open(data, clock=warp_clock, config=BROKER) as store:
+    with open_managed(data, clock=warp_clock, config=BROKER) as store:
         store.create_topic(
             TOPIC,
             1,
@@ -481,7 +482,9 @@ def test_r9_sigkill_during_continuous_cleaning(tmp_path: Path) -> None:
         context = f"seed {seed}, kill {kill}"
         if any(n.endswith((".cleaned", ".swap")) for n in os.listdir(data / PART)):
             mid_swap += 1
-        store = Store.open(data, clock=warp_clock, config=BROKER)  # restart must succeed every time
+        store = open_managed(
+            data, clock=warp_clock, config=BROKER
+        )  # restart must succeed every time
         try:
             assert leftovers(data) == [], f"temporary files after startup ({context})"
             recs = records(store)
@@ -509,14 +512,14 @@ def test_r9_sigkill_during_continuous_cleaning(tmp_path: Path) -> None:
                 else:
                     assert got == (o, written[o][1]), f"{key!r}: {got}, wrote {o} ({context})"
             # The next cleaner run reaches a fixpoint.
-            first = store.clean_log(TOPIC, 0)
+            first = manager_of(store).clean_log(TOPIC, 0)
             assert not first.uncleanable, f"{first.uncleanable} ({context})"
             cleaned_runs += first.cleaned is not None
             files = partition_files(data)
-            second = store.clean_log(TOPIC, 0)
+            second = manager_of(store).clean_log(TOPIC, 0)
             assert second.stats is None and partition_files(data) == files, context
         finally:
-            store.abandon()
+            manager_of(store).abandon()
     print(
         f"R9(2) seed {seed}: {KILLS} kills, {mid_swap} landed mid-swap (.cleaned/.swap on disk), "
         f"{len(acked)} acked records, {cleaned_runs} restarts found dirt to clean"

@@ -77,6 +77,7 @@ from compactlog.records import Record, RecordBatch
 from compactlog.storage.log import Log
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
+from tests.managed import manager_of, open_managed
 
 TOPIC = "t"
 TP = (TOPIC, 0)
@@ -277,7 +278,7 @@ class CleanerMachine(RuleBasedStateMachine):
             "log.cleaner.dedupe.buffer.size": 2 * 1024 * 1024,
             "compactlog.cleaner.offset.map": offset_map,
         }
-        self.store = Store.open(self.path, clock=self.clock, config=self.broker)
+        self.store = open_managed(self.path, clock=self.clock, config=self.broker)
         self.compact = compact_from_start
         self.delete_retention_ms = delete_retention_ms
         self.min_lag = min_lag
@@ -343,7 +344,7 @@ class CleanerMachine(RuleBasedStateMachine):
     def reset_checkpoint(self) -> None:
         """Make the whole log dirty again (as a truncation does, spec 4.7)."""
         STATS["checkpoint resets"] += 1
-        self.s.cleaner.manager.update_checkpoint(TP, self.s.log_start_offset(*TP))  # type: ignore[attr-defined]
+        manager_of(self.s).cleaner.manager.update_checkpoint(TP, self.s.log_start_offset(*TP))  # type: ignore[attr-defined]
 
     @rule(clean_shutdown=st.booleans())
     def reopen(self, clean_shutdown: bool) -> None:
@@ -353,7 +354,7 @@ class CleanerMachine(RuleBasedStateMachine):
             self.s.close()
         else:
             self.s.abandon()
-        self.store = Store.open(self.path, clock=self.clock, config=self.broker)
+        self.store = open_managed(self.path, clock=self.clock, config=self.broker)
         if clean_shutdown:  # R6: nothing to recover or rebuild after a clean shutdown
             stats = self.s.load_stats[TP]
             assert (stats.segments_recovered, stats.indexes_rebuilt) == (0, 0), stats.messages
@@ -378,7 +379,11 @@ class CleanerMachine(RuleBasedStateMachine):
         expired_before = len(self.expired)
         fdo, fuo = cleanable_range(store, now, self.min_lag)
         on_demand = on_demand and self.compact
-        result = store.clean_log(TOPIC, 0, now) if on_demand else store.clean(now)
+        result = (
+            manager_of(store).clean_log(TOPIC, 0, now)
+            if on_demand
+            else manager_of(store).clean(now)
+        )
         after = snapshot(store)
         assert result.uncleanable == {}, result.uncleanable
         context = (
@@ -411,10 +416,10 @@ class CleanerMachine(RuleBasedStateMachine):
             STATS["rounds stopped early by min.compaction.lag.ms"] += 1
 
         # (f) a second run with no new data changes nothing, byte for byte.
-        again = store.clean(now)
+        again = manager_of(store).clean(now)
         assert again.cleaned is None, f"second Store.clean cleaned again ({context})"
         if result.cleaned is not None:
-            again = store.clean_log(TOPIC, 0, now)
+            again = manager_of(store).clean_log(TOPIC, 0, now)
             assert again.stats is None, f"second clean_log rewrote the log ({context})"
         assert partition_files(store.log(*TP).dir) == after.files, f"(f) {context}"
 
@@ -506,16 +511,16 @@ def test_clean_log_leaves_non_compacted_topics_alone(tmp_path: Path) -> None:
     """Spec 4.1: only logs whose cleanup.policy contains ``compact`` are cleaned; cleaning on
     demand may refuse a ``delete`` topic, but must not compact it."""
     clock = ManualClock(START_MS)
-    with Store.open(tmp_path / "data", clock=clock) as store:
+    with open_managed(tmp_path / "data", clock=clock) as store:
         store.create_topic("d", 1, {"cleanup.policy": "delete", "segment.bytes": 600})
         for i in range(10):
             store.append("d", 0, [(None, b"keyless-%d" % i), (b"k", b"v%d" % i)])
         store.roll("d", 0)
         before = [(r.offset, r.key, r.value) for r in store.read("d", 0)]
-        store.clean(clock.now)
+        manager_of(store).clean(clock.now)
         assert [(r.offset, r.key, r.value) for r in store.read("d", 0)] == before
         with contextlib.suppress(PolicyViolationError):
-            store.clean_log("d", 0, clock.now)
+            manager_of(store).clean_log("d", 0, clock.now)
         after = [(r.offset, r.key, r.value) for r in store.read("d", 0)]
         assert after == before, f"clean_log compacted a delete-policy topic: {len(after)} left"
 
@@ -525,15 +530,15 @@ def test_cleaned_segment_indexes_load_without_rebuild(tmp_path: Path) -> None:
     loses its last record (a keyless one) so that the cleaned chunk's largest kept offset is
     below the batch's last offset."""
     clock = ManualClock(START_MS)
-    with Store.open(tmp_path / "data", clock=clock) as store:
+    with open_managed(tmp_path / "data", clock=clock) as store:
         store.create_topic("t", 1, {"cleanup.policy": "delete", "index.interval.bytes": 64})
         store.append("t", 0, [(b"a", b"x" * 100)])
         store.roll("t", 0)
         store.append("t", 0, [(b"b", b"1"), (None, b"keyless")])
         store.roll("t", 0)
         store.alter_config("t", {"cleanup.policy": "compact"})
-        assert store.clean_log("t", 0, clock.now).end_offset == 3
-    with Store.open(tmp_path / "data", clock=clock) as store:
+        assert manager_of(store).clean_log("t", 0, clock.now).end_offset == 3
+    with open_managed(tmp_path / "data", clock=clock) as store:
         stats = store.load_stats[("t", 0)]
         assert (stats.segments_recovered, stats.indexes_rebuilt) == (0, 0), stats.messages
         assert [(r.offset, r.key) for r in store.read("t", 0)] == [(0, b"a"), (1, b"b")]

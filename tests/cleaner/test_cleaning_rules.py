@@ -1,8 +1,8 @@
 """The cleaning rules, observed through the store (spec 4, 5, 9).
 
-Every test writes a small compacted log, cleans it (``store.clean(now)``, ``store.clean_log`` or,
-for partial passes, a :class:`Cleaner` with a tiny offset map) and reads back offsets, values,
-batch boundaries and segment base offsets exactly.
+Every test writes a small compacted log, cleans it (``manager_of(store).clean(now)``,
+``clean_log`` or, for partial passes, a :class:`Cleaner` with a tiny offset map) and reads back
+offsets, values, batch boundaries and segment base offsets exactly.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from compactlog.records import (
 )
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
+from tests.managed import manager_of
 
 StoreFactory = Callable[..., Store]
 Row = tuple[int, bytes | None, bytes | None]
@@ -158,7 +159,7 @@ def test_the_latest_offset_of_each_key_wins_and_no_offset_changes(
     put(store, T, (b"b", b"b2"))  # 4
     put(store, T, (b"a", b"a3"), (b"d", b"d1"))  # 5-6
     store.roll(T, 0)
-    result = store.clean(clock.now)
+    result = manager_of(store).clean(clock.now)
     assert result.cleaned == (T, 0)
     assert (result.first_dirty_offset, result.end_offset) == (0, 7)
     assert state(store) == [(2, b"c", b"c1"), (4, b"b", b"b2"), (5, b"a", b"a3"), (6, b"d", b"d1")]
@@ -178,12 +179,12 @@ def test_keys_only_in_the_clean_section_keep_their_value(
     put(store, T, (b"y", b"y1"))
     put(store, T, (b"x", b"x2"))
     store.roll(T, 0)
-    assert store.clean(clock.now).end_offset == 3
+    assert manager_of(store).clean(clock.now).end_offset == 3
     assert state(store) == [(1, b"y", b"y1"), (2, b"x", b"x2")]
     put(store, T, (b"z", b"z1"))
     put(store, T, (b"x", b"x3"))
     store.roll(T, 0)
-    second = store.clean(clock.now)
+    second = manager_of(store).clean(clock.now)
     assert (second.first_dirty_offset, second.end_offset) == (3, 5)
     # y never occurs in the dirty range [3, 5): its clean-section value stays.
     assert state(store) == [(1, b"y", b"y1"), (3, b"z", b"z1"), (4, b"x", b"x3")]
@@ -204,7 +205,7 @@ def test_records_are_never_reordered_and_batches_never_merged_or_split(
         for j, (key, _) in enumerate(records):
             latest[key] = base + j
     store.roll(T, 0)
-    store.clean(clock.now)
+    manager_of(store).clean(clock.now)
     offsets = [offset for offset, _, _ in state(store)]
     assert offsets == sorted(latest.values())
     # Every surviving batch is one original batch with its first and last offset.
@@ -240,7 +241,7 @@ def test_surviving_batches_keep_offsets_sequences_producer_fields_codec_and_time
     put_raw(store, T, second)  # 4-5
     store.roll(T, 0)
     before = batches(store)
-    store.clean(now)
+    manager_of(store).clean(now)
     after = batches(store)
     assert [(b.base_offset, b.last_offset) for b in after] == [(0, 3), (4, 5)]
     rebuilt, verbatim = after
@@ -291,7 +292,7 @@ def test_a_batch_whose_records_all_survive_is_copied_byte_for_byte(
     put(store, T, (b"other", b"x"))
     store.roll(T, 0)
     before = [b.raw for b in batches(store)]
-    store.clean(clock.now)
+    manager_of(store).clean(clock.now)
     after = batches(store)
     assert [b.raw for b in after] == before
     assert [b.crc for b in after] == [RecordBatch(raw).crc for raw in before]
@@ -312,7 +313,7 @@ def test_a_rebuilt_batch_is_recompressed_with_its_own_codec_at_the_default_level
     put(store, T, (b"k5", b"newer"))  # supersedes the batch's last record
     store.roll(T, 0)
     store.alter_config(T, {"compression.type": "zstd"})
-    store.clean(now)
+    manager_of(store).clean(now)
     rebuilt = batches(store)[0]
     expected = build_batch(
         records[:5],
@@ -338,7 +339,7 @@ def test_keyless_records_in_the_map_range_are_dropped_and_counted(
     put(store, T, (b"a", b"2"))  # 4
     store.alter_config(T, {"cleanup.policy": "compact"})
     store.roll(T, 0)
-    result = store.clean(clock.now)
+    result = manager_of(store).clean(clock.now)
     assert result.cleaned == (T, 0)
     assert result.uncleanable == {}
     assert result.stats.invalid_messages == 2
@@ -357,7 +358,7 @@ def test_keyless_records_that_bypassed_the_key_check_are_dropped_too(
     store.log(T, 0).append(raw, from_client=False, verify_crc=False, keys_checked=True)
     put(store, T, (b"j", b"1"))
     store.roll(T, 0)
-    result = store.clean(clock.now)
+    result = manager_of(store).clean(clock.now)
     assert result.stats.invalid_messages == 2
     assert result.uncleanable == {}
     assert state(store) == [(1, b"k", b"1"), (3, b"j", b"1")]
@@ -378,7 +379,7 @@ def test_a_tombstone_with_a_later_record_of_its_key_goes_at_once(
     put(store, T, (b"j", None))  # a tombstone superseded by a tombstone
     store.roll(T, 0)
     now = clock.now
-    store.clean(now)
+    manager_of(store).clean(now)
     assert state(store) == [(2, b"k", b"2"), (4, b"j", None)]
     assert shape(store) == [(2, 2, 1), (4, 4, 1)]
     # The surviving k needs no horizon; the surviving j tombstone gets one.
@@ -395,7 +396,7 @@ def test_the_latest_tombstone_is_kept_and_its_batch_stamped_with_the_horizon(
     store.roll(T, 0)
     before = batches(store)[1]
     now = clock.advance(1000)
-    store.clean(now)
+    manager_of(store).clean(now)
     (stamped,) = batches(store)
     assert stamped.delete_horizon_ms == now + MINUTE
     assert stamped.has_delete_horizon
@@ -420,19 +421,19 @@ def test_a_tombstone_is_removed_by_the_first_later_cleaning_at_or_after_its_hori
     put(store, T, (b"k", None))
     store.roll(T, 0)
     t0 = clock.now
-    store.clean(t0)
+    manager_of(store).clean(t0)
     horizon = t0 + MINUTE
     assert state(store) == [(1, b"k", None)]
     # One millisecond before the horizon: kept, the horizon unchanged.
     put(store, T, (b"a", b"1"))
     store.roll(T, 0)
-    assert store.clean(horizon - 1).cleaned == (T, 0)
+    assert manager_of(store).clean(horizon - 1).cleaned == (T, 0)
     assert state(store) == [(1, b"k", None), (2, b"a", b"1")]
     assert batches(store)[0].delete_horizon_ms == horizon
     # At the horizon exactly: removed.
     put(store, T, (b"b", b"1"))
     store.roll(T, 0)
-    assert store.clean(horizon).cleaned == (T, 0)
+    assert manager_of(store).clean(horizon).cleaned == (T, 0)
     assert state(store) == [(2, b"a", b"1"), (3, b"b", b"1")]
     assert shape(store) == [(2, 2, 1), (3, 3, 1)]
 
@@ -445,12 +446,12 @@ def test_delete_retention_zero_still_takes_two_passes(
     put(store, T, (b"k", None))
     store.roll(T, 0)
     now = clock.now
-    store.clean(now)
+    manager_of(store).clean(now)
     assert state(store) == [(1, b"k", None)]
     assert batches(store)[0].delete_horizon_ms == now
     put(store, T, (b"a", b"1"))
     store.roll(T, 0)
-    store.clean(now)  # the same instant: now >= horizon
+    manager_of(store).clean(now)  # the same instant: now >= horizon
     assert state(store) == [(2, b"a", b"1")]
 
 
@@ -463,13 +464,13 @@ def test_an_expired_tombstone_stays_until_the_log_is_dirty_again(
     put(store, T, (b"k", None))
     store.roll(T, 0)
     now = clock.now
-    store.clean(now)
+    manager_of(store).clean(now)
     for later in (now + 1, now + 100 * DAY):
-        assert store.clean(later).cleaned is None
+        assert manager_of(store).clean(later).cleaned is None
         assert state(store) == [(1, b"k", None)]
     put(store, T, (b"a", b"1"))
     store.roll(T, 0)
-    assert store.clean(now + 100 * DAY).cleaned == (T, 0)
+    assert manager_of(store).clean(now + 100 * DAY).cleaned == (T, 0)
     assert state(store) == [(2, b"a", b"1")]
 
 
@@ -480,18 +481,18 @@ def test_the_horizon_survives_a_later_rewrite_of_its_batch(
     put(store, T, (b"a", None), (b"b", b"1"), (b"c", b"1"))  # 0-2
     store.roll(T, 0)
     t0 = clock.now
-    store.clean(t0)
+    manager_of(store).clean(t0)
     stamped = batches(store)[0]
     assert stamped.delete_horizon_ms == t0 + MINUTE
     # A second cleaning before the horizon that keeps the whole batch: copied verbatim.
     put(store, T, (b"d", b"1"))
     store.roll(T, 0)
-    store.clean(t0 + 1000)
+    manager_of(store).clean(t0 + 1000)
     assert batches(store)[0].raw == stamped.raw
     # A third one drops b: the batch is rebuilt and keeps the first horizon, not now + 60 s.
     put(store, T, (b"b", b"2"))
     store.roll(T, 0)
-    store.clean(t0 + 2000)
+    manager_of(store).clean(t0 + 2000)
     rewritten = batches(store)[0]
     assert [(r.offset, r.key, r.value) for r in rewritten.records()] == [
         (0, b"a", None),
@@ -503,7 +504,7 @@ def test_the_horizon_survives_a_later_rewrite_of_its_batch(
     # Past the horizon the tombstone goes; c is kept and the batch keeps its (old) horizon.
     put(store, T, (b"e", b"1"))
     store.roll(T, 0)
-    store.clean(t0 + MINUTE)
+    manager_of(store).clean(t0 + MINUTE)
     expired = batches(store)[0]
     assert [(r.offset, r.key) for r in expired.records()] == [(2, b"c")]
     assert (expired.base_offset, expired.last_offset) == (0, 2)
@@ -520,16 +521,16 @@ def test_the_tombstone_timestamp_plays_no_part(
     put(store, T, (b"k", b"1"), ts=now - tombstone_age - 1)
     put(store, T, (b"k", None), ts=now - tombstone_age)
     store.roll(T, 0)
-    store.clean(now)
+    manager_of(store).clean(now)
     assert state(store) == [(1, b"k", None)]
     assert batches(store)[0].delete_horizon_ms == now + DAY
     put(store, T, (b"a", b"1"))
     store.roll(T, 0)
-    store.clean(now + DAY - 1)
+    manager_of(store).clean(now + DAY - 1)
     assert state(store) == [(1, b"k", None), (2, b"a", b"1")]
     put(store, T, (b"b", b"1"))
     store.roll(T, 0)
-    store.clean(now + DAY)
+    manager_of(store).clean(now + DAY)
     assert state(store) == [(2, b"a", b"1"), (3, b"b", b"1")]
 
 
@@ -562,25 +563,25 @@ def test_a_commit_marker_outlives_its_transaction_by_two_cleanings(
     def control() -> list[RecordBatch]:
         return [b for b in batches(store) if b.is_control]
 
-    store.clean(t0)
+    manager_of(store).clean(t0)
     assert state(store) == [(2, b"k", b"2"), (3, b"z", b"1")]
     (kept,) = control()
     assert (kept.base_offset, kept.records_count, kept.delete_horizon_ms) == (1, 1, None)
     put(store, T, (b"y", b"1"))
     store.roll(T, 0)
     t1 = t0 + 1000
-    store.clean(t1)
+    manager_of(store).clean(t1)
     (stamped,) = control()
     assert (stamped.base_offset, stamped.records_count) == (1, 1)
     assert stamped.delete_horizon_ms == t1 + MINUTE
     assert stamped.is_transactional and stamped.producer_id == 5
     put(store, T, (b"w", b"1"))
     store.roll(T, 0)
-    store.clean(t1 + MINUTE - 1)
+    manager_of(store).clean(t1 + MINUTE - 1)
     assert [b.delete_horizon_ms for b in control()] == [t1 + MINUTE]
     put(store, T, (b"v", b"1"))
     store.roll(T, 0)
-    store.clean(t1 + MINUTE)
+    manager_of(store).clean(t1 + MINUTE)
     assert control() == []
     assert shape(store) == [(2, 2, 1), (3, 3, 1), (4, 4, 1), (5, 5, 1), (6, 6, 1)]
 
@@ -620,7 +621,7 @@ def test_a_rebuilt_batch_keeps_its_codec(
     now = clock.now
     write_codec_scenario(store, T, codec, now)
     before = batches(store)
-    store.clean(now)
+    manager_of(store).clean(now)
     after = batches(store)
     expected = Compression.from_name(codec)
     assert [b.compression for b in before] == [expected] * 3
@@ -651,7 +652,7 @@ def test_the_result_is_the_same_for_every_codec(
         write_codec_scenario(store, codec, codec, now)
     results = []
     for _ in CODECS:
-        result = store.clean(now)
+        result = manager_of(store).clean(now)
         assert result.cleaned is not None
         results.append(result)
     assert {r.cleaned[0] for r in results} == set(CODECS)
@@ -679,7 +680,7 @@ def test_the_emptied_batch_ending_at_the_first_uncleanable_offset_stays_as_a_hea
     put_raw(store, T, build_batch([(None, b"x"), (None, b"y")], timestamps=[now - 10, now - 12]))
     store.alter_config(T, {"cleanup.policy": "compact"})
     store.roll(T, 0)
-    result = store.clean(now)
+    result = manager_of(store).clean(now)
     assert result.end_offset == 5
     assert result.stats.invalid_messages == 3
     assert state(store) == [(0, b"a", b"1"), (2, b"b", b"1")]
@@ -701,7 +702,7 @@ def test_the_emptied_batch_ending_at_the_first_uncleanable_offset_stays_as_a_hea
     store.alter_config(T, {"min.cleanable.dirty.ratio": 0.01})
     put(store, T, (b"c", b"1"))
     store.roll(T, 0)
-    store.clean(now)
+    manager_of(store).clean(now)
     assert shape(store) == [(0, 0, 1), (2, 2, 1), (5, 5, 1)]
 
 
@@ -713,12 +714,12 @@ def test_a_tombstone_batch_emptied_at_the_first_uncleanable_offset_loses_its_hor
     put(store, T, (b"k", b"1"), ts=t0 - 2)
     put(store, T, (b"k", None), (b"j", None), ts=t0 - 1)  # 1-2
     store.roll(T, 0)
-    store.clean(t0)
+    manager_of(store).clean(t0)
     assert batches(store)[0].delete_horizon_ms == t0 + MINUTE
     # Clean the whole log again (a checkpoint of 0) after the horizon: both tombstones go and
     # their batch, which ends right at the first uncleanable offset 3, stays as a header.
     set_checkpoint(store, 0)
-    result = store.clean_log(T, 0, t0 + MINUTE)
+    result = manager_of(store).clean_log(T, 0, t0 + MINUTE)
     assert (result.first_dirty_offset, result.end_offset) == (0, 3)
     assert state(store) == []
     (header,) = batches(store)
@@ -739,14 +740,14 @@ def test_segments_emptied_by_cleaning_stay_until_a_later_cleaning_merges_them(
     one = sizes(store)[0]
     # Two source segments never fit one group: every segment is cleaned on its own.
     store.alter_config(T, {"segment.bytes": one + one // 2})
-    store.clean(clock.now)
+    manager_of(store).clean(clock.now)
     assert bases(store) == [0, 1, 2, 3]
     assert sizes(store)[:3] == [0, 0, one]
     assert [os.path.getsize(s.log_path) for s in store.log(T, 0).segments()[:2]] == [0, 0]
     assert state(store) == [(2, b"k", b"3")]
     put(store, T, (b"j", b"1"))
     store.roll(T, 0)
-    store.clean(clock.now)
+    manager_of(store).clean(clock.now)
     # The empty segments skip every limit and join the next group.
     assert bases(store) == [0, 3, 4]
     assert sizes(store)[:2] == [one, one]
@@ -800,9 +801,9 @@ def test_a_full_map_stops_at_the_exact_record_and_the_next_round_resumes_there(
     # counts as clean and as cleanable: ratio 0.5, not above a minimum of 0.5.
     set_checkpoint(store, end)
     store.alter_config(T, {"min.cleanable.dirty.ratio": 0.5})
-    assert store.clean(clock.now).cleaned is None
+    assert manager_of(store).clean(clock.now).cleaned is None
     store.alter_config(T, {"min.cleanable.dirty.ratio": 0.49})
-    result = store.clean(clock.now)
+    result = manager_of(store).clean(clock.now)
     assert result.cleaned == (T, 0)
     assert (result.first_dirty_offset, result.end_offset) == (10, 14)
     assert state(store) == FULL_MAP_FINAL
@@ -818,7 +819,7 @@ def test_partial_rounds_end_where_one_big_round_ends(
     write_full_map_scenario(store)
     store.alter_config(T, {"min.cleanable.dirty.ratio": 1.0})  # only "big" is selected
     write_full_map_scenario(store, "big")
-    assert store.clean(clock.now).cleaned == ("big", 0)
+    assert manager_of(store).clean(clock.now).cleaned == ("big", 0)
     ends = clean_to_the_end(tiny_cleaner(clock), store, T, 0, 14, clock.now)
     assert ends == [10, 14]
     assert state(store) == state(store, "big") == FULL_MAP_FINAL
@@ -844,7 +845,7 @@ def test_many_partial_rounds_over_many_segments_equal_one_big_round(
         for topic in ("small", "big"):
             store.roll(topic, 0)
     fuo = store.log_end_offset("small", 0)
-    assert store.clean(clock.now).cleaned == ("big", 0)
+    assert manager_of(store).clean(clock.now).cleaned == ("big", 0)
     ends = clean_to_the_end(tiny_cleaner(clock, kind=kind), store, "small", 0, fuo, clock.now)
     assert len(ends) >= 4 and ends[-1] == fuo
     assert state(store, "small") == state(store, "big")
@@ -923,7 +924,7 @@ def test_groups_fill_segment_bytes_exactly(open_store: StoreFactory, clock: Manu
     one = sizes(store)[0]
     assert sizes(store)[:5] == [one] * 5
     store.alter_config(T, {"segment.bytes": 2 * one})
-    store.clean(clock.now)
+    manager_of(store).clean(clock.now)
     assert bases(store) == [0, 2, 4, 5]
     assert sizes(store) == [2 * one, 2 * one, one, 0]
     assert [o for o, _, _ in state(store)] == [0, 1, 2, 3, 4]
@@ -943,7 +944,7 @@ def test_a_segment_larger_than_segment_bytes_forms_its_own_group(
     one = sizes(store)[0]
     assert sizes(store) == [one, 3 * one, one, 0]
     store.alter_config(T, {"segment.bytes": 2 * one})
-    result = store.clean(clock.now)
+    result = manager_of(store).clean(clock.now)
     assert result.uncleanable == {}
     assert result.stats.groups == 3
     assert bases(store) == [0, 1, 4, 5]
@@ -982,7 +983,7 @@ def test_groups_respect_segment_index_bytes_by_entries(
     else:
         assert [(s.offset_index.entries(), s.time_index.entries()) for s in sealed] == [(2, 2)] * 3
     before = bases(store)
-    result = store.clean(clock.now)
+    result = manager_of(store).clean(clock.now)
     if expected_bases is None:
         assert "full time index" in result.uncleanable[(T, 0)]
         assert bases(store) == before
@@ -1026,7 +1027,7 @@ def test_groups_respect_the_32_bit_offset_range_of_a_segment(
     assert bases(store) == [0, 100, third_base, third_base + 1]
     groups = group_segments_by_size(store.log(T, 0).segments()[:3], 2**30, 2**20, third_base + 1)
     assert [[s.base_offset for s in g] for g in groups] == expected_groups
-    result = store.clean(clock.now)
+    result = manager_of(store).clean(clock.now)
     assert result.uncleanable == {}
     assert result.stats.groups == len(expected_groups)
     assert bases(store) == [g[0] for g in expected_groups] + [third_base + 1]
@@ -1105,14 +1106,14 @@ def test_every_segment_below_the_end_offset_is_rewritten_the_clean_ones_too(
     put(store, T, (b"a", b"1"))
     put(store, T, (b"b", b"1"))
     store.roll(T, 0)
-    store.clean(clock.now)
+    manager_of(store).clean(clock.now)
     log = store.log(T, 0)
     clean_inode = inode(log.segments()[0].log_path)
     put(store, T, (b"a", b"2"))
     store.roll(T, 0)
     put(store, T, (b"a", b"3"))  # the active segment, never rewritten
     active_inode = inode(log.active_segment.log_path)
-    result = store.clean(clock.now)
+    result = manager_of(store).clean(clock.now)
     assert (result.first_dirty_offset, result.end_offset) == (2, 3)
     assert result.stats.segments_read == 2  # the clean segment 0 and the dirty segment 2
     assert bases(store) == [0, 3]
@@ -1156,7 +1157,7 @@ def test_a_cleaned_segment_takes_the_mtime_of_the_last_segment_of_its_group(
     first, second = log.segments()[:2]
     os.utime(first.log_path, ns=(1_500_000_000_000_000_000,) * 2)
     os.utime(second.log_path, ns=(1_600_000_000_000_000_000,) * 2)
-    store.clean(clock.now)
+    manager_of(store).clean(clock.now)
     (cleaned, _) = log.segments()
     assert cleaned.base_offset == 0
     for path in (cleaned.log_path, cleaned.offset_index.path, cleaned.time_index.path):
@@ -1175,14 +1176,14 @@ def test_only_the_batch_ending_at_the_high_watermark_stays_as_an_empty_batch(
     store.roll(T, 0)
     put(store, T, (b"k", b"2"))  # 2, in the active segment
     store.alter_config(T, {"cleanup.policy": "compact"})
-    store.clean_log(T, 0, clock.now)
+    manager_of(store).clean_log(T, 0, clock.now)
     assert shape(store) == [(0, 0, 1), (2, 2, 1)]
     store.alter_config(T, {"cleanup.policy": "delete"})  # to take one more keyless record
     store.roll(T, 0)
     put(store, T, (None, b"keyless"))  # 3: ends the log once the active segment is empty
     store.roll(T, 0)
     store.alter_config(T, {"cleanup.policy": "compact"})
-    store.clean_log(T, 0, clock.now)
+    manager_of(store).clean_log(T, 0, clock.now)
     assert shape(store) == [(2, 2, 1), (3, 3, 0)]
 
 
@@ -1200,7 +1201,7 @@ def test_the_cleaned_segment_is_indexed_batch_by_batch_by_last_offset(
     store.roll(T, 0)
     put(store, T, (b"c", b"2"))  # 3
     store.roll(T, 0)
-    store.clean(clock.now)
+    manager_of(store).clean(clock.now)
     cleaned = store.log(T, 0).segments()[0]
     positions = [b.position for b in cleaned.batches()]
     assert shape(store) == [(0, 0, 1), (1, 2, 1), (3, 3, 1)]
@@ -1215,7 +1216,7 @@ def test_the_checkpoint_is_an_exclusive_bound(open_store: StoreFactory, clock: M
     assert end == 10
     set_checkpoint(store, end)
     assert (1, b"k1", b"v") in state(store)
-    store.clean(clock.now)
+    manager_of(store).clean(clock.now)
     assert (1, b"k1", b"v") not in state(store)
     assert (10, b"k1", b"v") in state(store)
 
@@ -1232,7 +1233,7 @@ def test_only_topics_with_compact_in_their_policy_are_cleaned(
         put(store, topic, (b"k", b"1"))
         put(store, topic, (b"k", b"2"))
         store.roll(topic, 0)
-    cleaned = {store.clean(clock.now).cleaned for _ in range(3)}
+    cleaned = {manager_of(store).clean(clock.now).cleaned for _ in range(3)}
     assert cleaned == {("c", 0), ("cd", 0), None}
     assert state(store, "c") == state(store, "cd") == [(1, b"k", b"2")]
     assert state(store, "d") == [(0, b"k", b"1"), (1, b"k", b"2")]
@@ -1243,7 +1244,7 @@ def half_dirty(store: Store, topic: str, now: int) -> None:
     """A log whose dirty ratio is exactly 0.5: one clean segment, one dirty one of equal size."""
     put(store, topic, (b"a", b"1"))
     store.roll(topic, 0)
-    assert store.clean_log(topic, 0, now).end_offset == 1
+    assert manager_of(store).clean_log(topic, 0, now).end_offset == 1
     put(store, topic, (b"a", b"2"))
     store.roll(topic, 0)
     first, second = sizes(store, topic)[:2]
@@ -1263,8 +1264,12 @@ def test_the_filthiest_eligible_log_is_cleaned_first(
     create(store, "clean", min_cleanable_dirty_ratio=0.1)
     put(store, "clean", (b"y", b"1"))
     store.roll("clean", 0)
-    assert store.clean_log("clean", 0, clock.now).end_offset == 1  # ratio 0 from now on
-    assert [store.clean(clock.now).cleaned for _ in range(3)] == [("full", 0), ("half", 0), None]
+    assert manager_of(store).clean_log("clean", 0, clock.now).end_offset == 1  # ratio 0 from now on
+    assert [manager_of(store).clean(clock.now).cleaned for _ in range(3)] == [
+        ("full", 0),
+        ("half", 0),
+        None,
+    ]
 
 
 def test_the_minimum_dirty_ratio_must_be_exceeded(
@@ -1272,17 +1277,17 @@ def test_the_minimum_dirty_ratio_must_be_exceeded(
 ) -> None:
     store = new_store(open_store, min_cleanable_dirty_ratio=0.5)
     half_dirty(store, T, clock.now)
-    assert store.clean(clock.now).cleaned is None  # 0.5 is not > 0.5
+    assert manager_of(store).clean(clock.now).cleaned is None  # 0.5 is not > 0.5
     store.alter_config(T, {"min.cleanable.dirty.ratio": 0.4999})
-    assert store.clean(clock.now).cleaned == (T, 0)
+    assert manager_of(store).clean(clock.now).cleaned == (T, 0)
     # A ratio of 1.0 never qualifies when the minimum is 1.0.
     create(store, "all-dirty", min_cleanable_dirty_ratio=1.0)
     put(store, "all-dirty", (b"k", b"1"))
     put(store, "all-dirty", (b"k", b"2"))
     store.roll("all-dirty", 0)
-    assert store.clean(clock.now).cleaned is None
+    assert manager_of(store).clean(clock.now).cleaned is None
     store.alter_config("all-dirty", {"min.cleanable.dirty.ratio": 0.0})
-    assert store.clean(clock.now).cleaned == ("all-dirty", 0)
+    assert manager_of(store).clean(clock.now).cleaned == ("all-dirty", 0)
 
 
 def test_max_compaction_lag_makes_a_log_eligible(
@@ -1295,9 +1300,9 @@ def test_max_compaction_lag_makes_a_log_eligible(
     store.roll(T, 0)
     caplog.set_level(logging.INFO, logger="compactlog.cleaner")
     clock.now = t0 + MINUTE
-    assert store.clean().cleaned is None  # the injected clock: delay 0, not yet
+    assert manager_of(store).clean().cleaned is None  # the injected clock: delay 0, not yet
     clock.now = t0 + MINUTE + 1
-    result = store.clean()
+    result = manager_of(store).clean()
     assert result.cleaned == (T, 0)
     assert result.stats.start_ms == t0 + MINUTE + 1
     assert state(store) == [(1, b"k", b"2")]
@@ -1305,7 +1310,7 @@ def test_max_compaction_lag_makes_a_log_eligible(
     assert infos[-1] == "\tCleanable partitions: 1, Delayed partitions: 1, max delay: 1"
     # Once clean, max lag alone does not select it again (no cleanable bytes).
     clock.now = t0 + 10 * MINUTE
-    assert store.clean().cleaned is None
+    assert manager_of(store).clean().cleaned is None
 
 
 def test_max_compaction_lag_does_not_outrank_a_dirtier_log(
@@ -1320,7 +1325,11 @@ def test_max_compaction_lag_does_not_outrank_a_dirtier_log(
     put(store, "dirty", (b"k", b"2"), ts=t0 + 10 * MINUTE)
     store.roll("dirty", 0)
     now = t0 + 10 * MINUTE
-    assert [store.clean(now).cleaned for _ in range(3)] == [("dirty", 0), ("late", 0), None]
+    assert [manager_of(store).clean(now).cleaned for _ in range(3)] == [
+        ("dirty", 0),
+        ("late", 0),
+        None,
+    ]
 
 
 def set_mtime(path: str, mtime_ms: int) -> None:
@@ -1334,10 +1343,12 @@ def test_max_compaction_lag_ignores_segments_without_timestamps(
     put(store, T, (b"k", b"1"), ts=NO_TIMESTAMP)
     put(store, T, (b"k", b"2"), ts=NO_TIMESTAMP)
     store.roll(T, 0)
-    assert store.clean(clock.now + 1000 * MINUTE).cleaned is None  # first batch ts -1: ignored
+    assert (
+        manager_of(store).clean(clock.now + 1000 * MINUTE).cleaned is None
+    )  # first batch ts -1: ignored
     put(store, T, (b"k", b"3"), ts=clock.now)
     store.roll(T, 0)
-    assert store.clean(clock.now + MINUTE + 1).cleaned == (T, 0)
+    assert manager_of(store).clean(clock.now + MINUTE + 1).cleaned == (T, 0)
     assert state(store) == [(2, b"k", b"3")]
 
 
@@ -1356,10 +1367,10 @@ def test_min_compaction_lag_uses_the_file_mtime_of_a_segment_without_timestamps(
     first, second = store.log(T, 0).segments()[:2]
     set_mtime(first.log_path, now - 2 * MINUTE)
     set_mtime(second.log_path, now - 1000)  # young by its mtime
-    result = store.clean(now)
+    result = manager_of(store).clean(now)
     assert (result.first_dirty_offset, result.end_offset) == (0, 2)
     assert [o for o, _, _ in state(store)] == [1, 2, 3, 4]
-    result = store.clean(now - 1000 + MINUTE)
+    result = manager_of(store).clean(now - 1000 + MINUTE)
     assert (result.first_dirty_offset, result.end_offset) == (2, 4)
     assert [o for o, _, _ in state(store)] == [3, 4]
 
@@ -1379,14 +1390,14 @@ def test_min_compaction_lag_protects_a_young_segment_and_everything_after_it(
     put(store, T, (b"j", b"2"), ts=now - 90_000)  # 5
     store.roll(T, 0)
     put(store, T, (b"z", b"1"), ts=now)  # 6, active
-    result = store.clean(now)
+    result = manager_of(store).clean(now)
     assert (result.first_dirty_offset, result.end_offset) == (0, 2)
     assert [o for o, _, _ in state(store)] == [1, 2, 3, 4, 5, 6]
     assert bases(store) == [0, 2, 4, 6]
     assert checkpoint(store) == 2
     # Young while largest timestamp > now - min lag: one millisecond before it ages, nothing.
-    assert store.clean(now - 1000 + MINUTE - 1).cleaned is None
-    result = store.clean(now - 1000 + MINUTE)
+    assert manager_of(store).clean(now - 1000 + MINUTE - 1).cleaned is None
+    result = manager_of(store).clean(now - 1000 + MINUTE)
     assert (result.first_dirty_offset, result.end_offset) == (2, 6)
     assert [o for o, _, _ in state(store)] == [3, 4, 5, 6]
 
@@ -1396,12 +1407,12 @@ def test_the_active_segment_is_never_cleaned(open_store: StoreFactory, clock: Ma
     for value in (b"1", b"2", b"3"):
         put(store, T, (b"k", value))
     before = [b.raw for b in batches(store)]
-    assert store.clean(clock.now).cleaned is None
-    result = store.clean_log(T, 0, clock.now)
+    assert manager_of(store).clean(clock.now).cleaned is None
+    result = manager_of(store).clean_log(T, 0, clock.now)
     assert result.cleaned is None and result.end_offset == 0
     assert [b.raw for b in batches(store)] == before
     store.roll(T, 0)
-    assert store.clean(clock.now).cleaned == (T, 0)
+    assert manager_of(store).clean(clock.now).cleaned == (T, 0)
     assert state(store) == [(2, b"k", b"3")]
 
 
@@ -1418,8 +1429,8 @@ def test_clean_log_ignores_the_ratio_but_not_the_active_segment_or_the_min_lag(
     store.roll(T, 0)
     put(store, T, (b"k", b"5"), ts=now)  # active
     put(store, T, (b"k", b"6"), ts=now)
-    assert store.clean(now).cleaned is None  # ratio 1.0 is not > 1.0
-    result = store.clean_log(T, 0, now)
+    assert manager_of(store).clean(now).cleaned is None  # ratio 1.0 is not > 1.0
+    result = manager_of(store).clean_log(T, 0, now)
     assert result.cleaned == (T, 0)
     assert (result.first_dirty_offset, result.end_offset) == (0, 2)
     assert [o for o, _, _ in state(store)] == [1, 2, 3, 4, 5]
@@ -1438,7 +1449,7 @@ def test_clean_log_leaves_a_topic_without_compact_alone(
     store.roll(T, 0)
     before = [b.raw for b in batches(store)]
     try:
-        result = store.clean_log(T, 0, clock.now)
+        result = manager_of(store).clean_log(T, 0, clock.now)
     except CompactlogError:
         result = None  # refusing is fine too
     assert result is None or result.cleaned is None
@@ -1466,7 +1477,7 @@ def test_the_last_batch_of_an_active_producer_stays_as_an_empty_header(
         )
     put(store, T, (b"k", b"3"))  # another writer supersedes the producer's last record
     store.roll(T, 0)
-    store.clean(now)
+    manager_of(store).clean(now)
     assert state(store) == [(2, b"k", b"3")]
     header = batches(store)[0]
     assert (header.base_offset, header.last_offset, header.records_count) == (1, 1, 0)
@@ -1498,7 +1509,7 @@ def test_only_the_producers_last_batch_is_kept_for_it(
     put_raw(store, T, producer_batch(2, (b"a", b"2"), (b"c", b"1"), ts=now, codec=codec))  # 2-3
     put(store, T, (b"a", b"3"), (b"b", b"2"), (b"c", b"2"))  # 4-6
     store.roll(T, 0)
-    store.clean_log(T, 0, now)
+    manager_of(store).clean_log(T, 0, now)
     assert shape(store) == [(2, 3, 0), (4, 6, 3)]
     header = batches(store)[0]
     assert (header.producer_id, header.base_sequence, header.compression) == (
@@ -1518,11 +1529,13 @@ def test_an_expired_producers_last_batch_is_not_kept(
     put_raw(store, T, producer_batch(0, (b"j", b"1"), ts=now - DAY + 1, pid=78))  # 1
     put(store, T, (b"k", b"2"), (b"j", b"2"))  # 2-3
     store.roll(T, 0)
-    store.clean_log(T, 0, now - 1)  # producer.id.expiration.ms (a day): 77 expired, 78 not yet
+    manager_of(store).clean_log(
+        T, 0, now - 1
+    )  # producer.id.expiration.ms (a day): 77 expired, 78 not yet
     assert shape(store) == [(1, 1, 0), (2, 3, 2)]
     put(store, T, (b"z", b"1"))  # 4
     store.roll(T, 0)
-    store.clean_log(T, 0, now + 1)
+    manager_of(store).clean_log(T, 0, now + 1)
     assert shape(store) == [(2, 3, 2), (4, 4, 1)]
 
 
@@ -1538,7 +1551,7 @@ def test_a_duplicate_is_still_detected_after_cleaning_and_reload(
     put_raw(store, T, last)  # 1
     put(store, T, (b"k", b"2"), (b"j", b"2"))  # 2-3
     store.roll(T, 0)
-    store.clean_log(T, 0, now)
+    manager_of(store).clean_log(T, 0, now)
     assert shape(store) == [(1, 1, 0), (2, 3, 2)]
     store.close()
     for name in os.listdir(tmp_path / "data" / "t-0"):
@@ -1574,11 +1587,13 @@ def test_a_producer_with_only_a_marker_keeps_its_marker_as_a_header(
     put(store, T, (b"k", b"2"))  # 2
     store.roll(T, 0)
     assert store.log(T, 0).last_records_of_active_producers()[5] == (None, 1)
-    store.clean_log(T, 0, now)
+    manager_of(store).clean_log(T, 0, now)
     assert shape(store) == [(1, 1, 1), (2, 2, 1)]  # the marker, stamped with its horizon
     put(store, T, (b"z", b"1"))  # 3
     store.roll(T, 0)
-    store.clean_log(T, 0, now + MINUTE)  # past the horizon: its record goes, the header stays
+    manager_of(store).clean_log(
+        T, 0, now + MINUTE
+    )  # past the horizon: its record goes, the header stays
     marker = batches(store)[0]
     assert shape(store) == [(1, 1, 0), (2, 2, 1), (3, 3, 1)]
     assert (marker.is_control, marker.is_transactional) == (True, True)
@@ -1613,22 +1628,22 @@ def test_a_corrupt_log_is_marked_uncleanable_and_the_others_are_still_cleaned(
     put(store, "bad", (b"k", b"2"))
     store.roll("bad", 0)
     corrupt(store.log("bad", 0).segments()[0].log_path)
-    first = store.clean(clock.now)  # nothing escapes
+    first = manager_of(store).clean(clock.now)  # nothing escapes
     assert first.cleaned == ("bad", 0)
     assert first.stats is None
     assert set(first.uncleanable) == {("bad", 0)}
     assert first.uncleanable[("bad", 0)].startswith("CorruptRecordError")
     assert checkpoint(store, "bad") == 0
-    second = store.clean(clock.now)
+    second = manager_of(store).clean(clock.now)
     assert second.cleaned == ("good", 0)
     assert state(store, "good") == [(1, b"a", b"2")]
     assert set(second.uncleanable) == {("bad", 0)}
-    third = store.clean(clock.now)
+    third = manager_of(store).clean(clock.now)
     assert third.cleaned is None
     assert set(third.uncleanable) == {("bad", 0)}
     # The mark goes with the partition.
     store.delete_topic("bad")
-    assert store.clean(clock.now).uncleanable == {}
+    assert manager_of(store).clean(clock.now).uncleanable == {}
 
 
 # --- LogAppendTime (spec 5.4) -------------------------------------------------------------
@@ -1644,7 +1659,7 @@ def test_log_append_time_survives_a_rebuild(open_store: StoreFactory, clock: Man
     put(store, T, (b"a", b"2"), ts=6)
     store.roll(T, 0)
     now = clock.advance(1000)
-    store.clean(now)
+    manager_of(store).clean(now)
     rebuilt, untouched = batches(store)
     assert rebuilt.timestamp_type == TimestampType.LOG_APPEND_TIME
     assert rebuilt.max_timestamp == appended
@@ -1721,7 +1736,7 @@ def test_the_summary_message_of_a_round(
     write_two_mib(store)
     read = sizes(store)[0]
     caplog.set_level(logging.INFO, logger="compactlog.cleaner")
-    result = store.clean(clock.now)
+    result = manager_of(store).clean(clock.now)
     written = sizes(store)[0]
     assert (result.stats.bytes_read, result.stats.bytes_written) == (read, written)
     assert result.stats.map_bytes_read == read
@@ -1763,7 +1778,7 @@ def test_dropped_keyless_records_are_reported_at_warning(
     store.alter_config(T, {"cleanup.policy": "compact"})
     store.roll(T, 0)
     caplog.set_level(logging.INFO, logger="compactlog.cleaner")
-    result = store.clean(clock.now)
+    result = manager_of(store).clean(clock.now)
     assert result.stats.invalid_messages == 3
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert [r.getMessage() for r in warnings] == ["\tFound 3 invalid messages during compaction."]
@@ -1779,7 +1794,7 @@ def test_a_round_without_keyless_records_logs_no_warning(
     put(store, T, (b"k", b"2"))
     store.roll(T, 0)
     caplog.set_level(logging.INFO, logger="compactlog.cleaner")
-    assert store.clean(clock.now).stats.invalid_messages == 0
+    assert manager_of(store).clean(clock.now).stats.invalid_messages == 0
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
@@ -1798,7 +1813,7 @@ def test_a_log_with_kafkas_aborted_transactions_is_not_cleaned(
     with open(segment.txn_index_path, "wb") as f:
         f.write(bytes(34))  # one AbortedTxn entry
     with caplog.at_level(logging.WARNING, "compactlog"):
-        result = store.clean_log(T, 0)
+        result = manager_of(store).clean_log(T, 0)
     assert "records aborted transactions" in result.uncleanable[(T, 0)]
     assert state(store) == before
     assert os.path.getsize(segment.txn_index_path) == 34
@@ -1812,7 +1827,7 @@ def test_an_empty_transaction_index_does_not_stop_the_cleaner(open_store: StoreF
     store.roll(T, 0)
     txn_index = store.log(T, 0).segments()[0].txn_index_path
     open(txn_index, "wb").close()
-    result = store.clean_log(T, 0)
+    result = manager_of(store).clean_log(T, 0)
     assert not result.uncleanable
     assert state(store) == [(2, b"a", b"w"), (3, b"b", b"w")]
     assert not os.path.exists(txn_index)  # it went with the replaced segment

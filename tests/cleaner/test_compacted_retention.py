@@ -19,6 +19,7 @@ import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.errors import OffsetOutOfRangeError, PolicyViolationError
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
+from tests.managed import manager_of
 
 StoreFactory = Callable[..., Store]
 Row = tuple[int, bytes | None, bytes | None]
@@ -86,7 +87,7 @@ def test_compact_delete_topics_get_time_retention_from_the_cleaner(
     segment(store, "cd", ["f"], now, roll=False)  # 5, active
     assert store.run_retention(now) == 0  # the periodic task leaves compacted topics alone
     assert bases(store, "cd") == [0, 2, 4, 5]
-    result = store.clean(now)
+    result = manager_of(store).clean(now)
     assert result.cleaned is None  # nothing qualifies for cleaning; retention still runs
     assert result.segments_deleted == {("cd", 0): 2}
     assert bases(store, "cd") == [4, 5]
@@ -96,8 +97,8 @@ def test_compact_delete_topics_get_time_retention_from_the_cleaner(
         store.read("cd", 0, 3)
     assert offsets(store, "cd") == [4, 5]
     # A segment is deleted once now - its largest timestamp > retention.ms, not at equality.
-    assert store.clean(now - 10_000 + MINUTE).segments_deleted == {}
-    assert store.clean(now - 10_000 + MINUTE + 1).segments_deleted == {("cd", 0): 1}
+    assert manager_of(store).clean(now - 10_000 + MINUTE).segments_deleted == {}
+    assert manager_of(store).clean(now - 10_000 + MINUTE + 1).segments_deleted == {("cd", 0): 1}
     assert bases(store, "cd") == [5]
     assert store.log_start_offset("cd", 0) == 5
 
@@ -112,7 +113,7 @@ def test_one_iteration_cleans_a_log_then_runs_retention_on_it(
     store.append("cd", 0, [(b"a", b"2")], timestamp=now - 2 * MINUTE)
     store.roll("cd", 0)
     store.append("cd", 0, [(b"b", b"1")], timestamp=now)
-    result = store.clean(now)
+    result = manager_of(store).clean(now)
     assert result.cleaned == ("cd", 0)
     assert (result.first_dirty_offset, result.end_offset) == (0, 2)
     assert result.segments_deleted == {("cd", 0): 1}  # the freshly cleaned segment, too old
@@ -134,9 +135,11 @@ def test_time_retention_of_a_segment_without_timestamps_uses_its_mtime(
     first, second = store.log("cd", 0).segments()[:2]
     for seg, mtime in ((first, now - 2 * MINUTE), (second, now - MINUTE)):
         os.utime(seg.log_path, ns=(mtime * 1_000_000,) * 2)
-    assert store.clean(now).segments_deleted == {("cd", 0): 1}  # now - mtime > retention.ms
+    assert manager_of(store).clean(now).segments_deleted == {
+        ("cd", 0): 1
+    }  # now - mtime > retention.ms
     assert bases(store, "cd") == [1, 2]
-    assert store.clean(now + 1).segments_deleted == {("cd", 0): 1}
+    assert manager_of(store).clean(now + 1).segments_deleted == {("cd", 0): 1}
     assert bases(store, "cd") == [2]
 
 
@@ -148,7 +151,7 @@ def test_time_retention_deletes_only_a_prefix(open_store: StoreFactory, clock: M
     segment(store, "cd", ["b"], now - 1000)  # 1: young
     segment(store, "cd", ["c"], now - 3 * MINUTE)  # 2: old, but after a young one
     segment(store, "cd", ["d"], now, roll=False)
-    assert store.clean(now).segments_deleted == {("cd", 0): 1}
+    assert manager_of(store).clean(now).segments_deleted == {("cd", 0): 1}
     assert bases(store, "cd") == [1, 2, 3]
     assert store.log_start_offset("cd", 0) == 1
 
@@ -167,19 +170,19 @@ def test_compact_delete_topics_get_size_retention_from_the_cleaner(
     # logSize = 5 segments; diff = 5*one - (2*one + 1) = 3*one - 1 covers two whole segments.
     store.alter_config("cd", {"retention.bytes": 2 * one + 1})
     assert store.run_retention(now) == 0
-    result = store.clean(now)
+    result = manager_of(store).clean(now)
     assert result.segments_deleted == {("cd", 0): 2}
     assert bases(store, "cd") == [2, 3, 4]
     assert store.log_start_offset("cd", 0) == 2
     with pytest.raises(OffsetOutOfRangeError):
         store.read("cd", 0, 1)
     # Now 3*one >= 2*one + 1 again but no whole segment fits in the difference (one - 1).
-    assert store.clean(now).segments_deleted == {}
+    assert manager_of(store).clean(now).segments_deleted == {}
     # A log exactly at retention.bytes is not skipped, but deletes nothing (diff 0).
     store.alter_config("cd", {"retention.bytes": 3 * one})
-    assert store.clean(now).segments_deleted == {}
+    assert manager_of(store).clean(now).segments_deleted == {}
     store.alter_config("cd", {"retention.bytes": 2 * one})
-    assert store.clean(now).segments_deleted == {("cd", 0): 1}
+    assert manager_of(store).clean(now).segments_deleted == {("cd", 0): 1}
     assert bases(store, "cd") == [3, 4]
 
 
@@ -192,7 +195,7 @@ def test_size_retention_keeps_a_compacted_log_under_retention_bytes_plus_one_seg
         store.append("cd", 0, [(b"k%02d" % i, b"v" * 30)], timestamp=clock.now)
     largest = max(sizes(store, "cd"))
     before = bases(store, "cd")
-    result = store.clean(clock.now)
+    result = manager_of(store).clean(clock.now)
     deleted = result.segments_deleted[("cd", 0)]
     total = sum(sizes(store, "cd"))
     assert 1000 - largest < total <= 1000 + largest
@@ -209,7 +212,7 @@ def test_no_record_below_the_start_offset_comes_back_after_a_crash(
     segment(store, "cd", ["a", "b"], now - 2 * MINUTE)
     segment(store, "cd", ["c"], now - 2 * MINUTE)
     segment(store, "cd", ["d"], now, roll=False)
-    assert store.clean(now).segments_deleted == {("cd", 0): 2}
+    assert manager_of(store).clean(now).segments_deleted == {("cd", 0): 2}
     store.abandon()  # a crash: the .deleted files are still there
     again = open_store(config=BROKER)
     assert again.log_start_offset("cd", 0) == 3
@@ -227,7 +230,7 @@ def test_retention_that_covers_every_segment_rolls_a_new_one_first(
     now = clock.now
     segment(store, "cd", ["a", "b"], now - 2 * MINUTE)
     segment(store, "cd", ["c"], now - 2 * MINUTE, roll=False)  # an old active segment
-    assert store.clean(now).segments_deleted == {("cd", 0): 2}
+    assert manager_of(store).clean(now).segments_deleted == {("cd", 0): 2}
     assert bases(store, "cd") == [3]
     assert sizes(store, "cd") == [0]
     assert store.log_start_offset("cd", 0) == store.log_end_offset("cd", 0) == 3
@@ -243,7 +246,7 @@ def test_a_cleaned_segment_is_retained_until_its_newest_record_expires(
     segment(store, "cd", ["a", "b"], now - 20 * MINUTE)  # 0-1
     store.append("cd", 0, [(b"a", b"newer")], timestamp=now - 5 * MINUTE)  # 2
     store.roll("cd", 0)
-    first = store.clean(now)
+    first = manager_of(store).clean(now)
     assert first.cleaned == ("cd", 0)
     # Segments 0 and 2 became one; retention in the same iteration kept it (b is 20 minutes
     # old, but the segment's newest record is 5 minutes old).
@@ -251,8 +254,8 @@ def test_a_cleaned_segment_is_retained_until_its_newest_record_expires(
     assert bases(store, "cd") == [0, 3]
     assert state(store, "cd") == [(1, b"b", b"value"), (2, b"a", b"newer")]
     assert store.log("cd", 0).segments()[0].largest_timestamp() == now - 5 * MINUTE
-    assert store.clean(now + 5 * MINUTE).segments_deleted == {}
-    assert store.clean(now + 5 * MINUTE + 1).segments_deleted == {("cd", 0): 1}
+    assert manager_of(store).clean(now + 5 * MINUTE).segments_deleted == {}
+    assert manager_of(store).clean(now + 5 * MINUTE + 1).segments_deleted == {("cd", 0): 1}
     assert bases(store, "cd") == [3]
     assert store.log_start_offset("cd", 0) == 3
 
@@ -276,7 +279,7 @@ def test_pure_compact_topics_only_lose_segments_below_the_log_start_offset(
         store.delete_records("c", 0, 6)
     assert store.run_retention(now) == 0
     assert bases(store, "c") == [0, 2, 4, 6, 8]
-    result = store.clean(now)
+    result = manager_of(store).clean(now)
     assert result.segments_deleted == {("c", 0): 2}
     # The segment holding the log start offset stays, and neither time nor size retention runs.
     assert bases(store, "c") == [4, 6, 8]
@@ -284,7 +287,7 @@ def test_pure_compact_topics_only_lose_segments_below_the_log_start_offset(
     assert offsets(store, "c") == [5, 6, 7]
     with pytest.raises(OffsetOutOfRangeError):
         store.read("c", 0, 4)
-    assert store.clean(now + 100 * MINUTE).segments_deleted == {}
+    assert manager_of(store).clean(now + 100 * MINUTE).segments_deleted == {}
     assert bases(store, "c") == [4, 6, 8]
 
 
@@ -299,12 +302,12 @@ def test_a_start_offset_raised_by_retention_is_enforced_after_the_policy_becomes
     segment(store, "c", ["a"], now - 2 * MINUTE)
     segment(store, "c", ["b"], now)
     segment(store, "c", ["c"], now, roll=False)
-    assert store.clean(now).segments_deleted == {("c", 0): 1}
+    assert manager_of(store).clean(now).segments_deleted == {("c", 0): 1}
     assert store.log_start_offset("c", 0) == 1
     store.log("c", 0).delete_records(2)
     store.alter_config("c", {"cleanup.policy": "compact"})
     assert store.run_retention(now) == 0
-    assert store.clean(now + 10 * MINUTE).segments_deleted == {("c", 0): 1}
+    assert manager_of(store).clean(now + 10 * MINUTE).segments_deleted == {("c", 0): 1}
     assert bases(store, "c") == [2]
     assert offsets(store, "c") == [2]
 
@@ -326,7 +329,7 @@ def test_run_retention_leaves_compacted_topics_alone(
     assert bases(store, "d") == [2]
     assert bases(store, "cd") == [0, 1, 2]
     assert bases(store, "c") == [0, 1, 2]
-    result = store.clean(now)
+    result = manager_of(store).clean(now)
     assert result.segments_deleted == {("cd", 0): 2, ("c", 0): 2}
     assert bases(store, "cd") == bases(store, "c") == [2]
 
@@ -339,7 +342,7 @@ def write_checkpointed_log(store: Store, now: int) -> None:
     store.append("t", 0, [(b"a", b"1")], timestamp=now)
     store.append("t", 0, [(b"a", b"2")], timestamp=now)
     store.roll("t", 0)
-    assert store.clean(now).end_offset == 2
+    assert manager_of(store).clean(now).end_offset == 2
     assert cleaner_checkpoint(store, "t") == 2
     segment(store, "t", ["b", "c"], now)  # 2-3
     store.append("t", 0, [(b"d", b"1")], timestamp=now)  # 4
@@ -361,7 +364,7 @@ def test_the_cleaner_checkpoint_resets_to_the_log_start_offset_at_the_next_selec
     write_checkpointed_log(store, now)
     store.alter_config("t", {"cleanup.policy": policy, "min.cleanable.dirty.ratio": 1.0})
     caplog.set_level(logging.WARNING, logger="compactlog.cleaner")
-    first = store.clean(now)
+    first = manager_of(store).clean(now)
     # The selection rewrote the checkpoint although it chose nothing; then retention removed
     # the two segments below the start offset.
     assert first.cleaned is None
@@ -371,7 +374,7 @@ def test_the_cleaner_checkpoint_resets_to_the_log_start_offset_at_the_next_selec
     resets = [r for r in caplog.records if "resetting the first dirty offset" in r.getMessage()]
     assert len(resets) == (0 if policy == "compact,delete" else 1)  # silent for compact,delete
     store.alter_config("t", {"min.cleanable.dirty.ratio": 0.01})
-    second = store.clean(now)
+    second = manager_of(store).clean(now)
     assert second.cleaned == ("t", 0)
     assert (second.first_dirty_offset, second.end_offset) == (4, 6)
     assert cleaner_checkpoint(store, "t") == 6
@@ -389,7 +392,7 @@ def test_a_cleaning_before_the_retention_pass_rewrites_segments_below_the_start_
     now = clock.now
     write_checkpointed_log(store, now)
     assert bases(store, "t") == [0, 2, 4, 6]
-    result = store.clean(now)
+    result = manager_of(store).clean(now)
     assert (result.first_dirty_offset, result.end_offset) == (4, 6)
     assert result.segments_deleted == {}
     assert bases(store, "t") == [0, 6]
@@ -406,17 +409,17 @@ def test_the_checkpoint_is_rewritten_even_when_the_log_is_not_selected(
     create(store, "cd", retention_ms=MINUTE, min_cleanable_dirty_ratio=0.01)
     now = clock.now
     segment(store, "cd", ["a", "b"], now - 2 * MINUTE)  # 0-1
-    assert store.clean(now - 2 * MINUTE).end_offset == 2
+    assert manager_of(store).clean(now - 2 * MINUTE).end_offset == 2
     segment(store, "cd", ["c"], now - 2 * MINUTE)  # 2
     segment(store, "cd", ["d"], now - 2 * MINUTE)  # 3
     store.append("cd", 0, [(b"e", b"1")], timestamp=now)  # 4, active
     store.alter_config("cd", {"min.cleanable.dirty.ratio": 1.0})
-    first = store.clean(now)
+    first = manager_of(store).clean(now)
     assert first.cleaned is None
     assert first.segments_deleted == {("cd", 0): 3}
     assert store.log_start_offset("cd", 0) == 4
     assert cleaner_checkpoint(store, "cd") == 2  # retention does not touch it
-    second = store.clean(now)
+    second = manager_of(store).clean(now)
     assert second.cleaned is None
     assert cleaner_checkpoint(store, "cd") == 4
 
@@ -435,11 +438,11 @@ def test_an_uncleanable_partition_is_skipped_by_the_retention_pass(
         segment(store, topic, ["b"], now, roll=False)
     store.alter_config("good", {"min.cleanable.dirty.ratio": 1.0})  # only "bad" is selected
     flip_crc_covered_byte(store.log("bad", 0).segments()[0].log_path)
-    result = store.clean(now)
+    result = manager_of(store).clean(now)
     assert result.cleaned == ("bad", 0)
     assert set(result.uncleanable) == {("bad", 0)}
     assert result.segments_deleted == {("good", 0): 1}
     assert bases(store, "bad") == [0, 2]
     assert bases(store, "good") == [2]
-    assert store.clean(now + MINUTE).segments_deleted == {}
+    assert manager_of(store).clean(now + MINUTE).segments_deleted == {}
     assert bases(store, "bad") == [0, 2]

@@ -26,6 +26,7 @@ from compactlog.errors import UnknownTopicOrPartitionError
 from compactlog.storage.config import BrokerConfig
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
+from tests.managed import manager_of
 
 StoreFactory = Callable[..., Store]
 TOPIC = "fruit-prices"
@@ -44,7 +45,7 @@ def seed(store: Store, roll: bool = True, **config: Any) -> None:
 
 
 def status(store: Store, now: int, topic: str = TOPIC) -> PartitionStatus:
-    (found,) = cleaner_status(store, topic, now)
+    (found,) = cleaner_status(manager_of(store).cleaner, topic, now)
     return found
 
 
@@ -84,7 +85,7 @@ def test_seed_example_before_and_after_cleaning(
     assert before.next_map_end_offset == 4
     assert before.keys_per_pass == keys_per_pass(store.broker) == 5_033_164
 
-    result = store.clean(t0)
+    result = manager_of(store).clean(t0)
     assert result.end_offset == 4
 
     after = status(store, t0 + 1)
@@ -102,7 +103,7 @@ def test_seed_example_before_and_after_cleaning(
 def test_dirty_ratio_below_the_minimum(open_store: StoreFactory, clock: ManualClock) -> None:
     store = open_store()
     seed(store)
-    store.clean(clock.now)
+    manager_of(store).clean(clock.now)
     store.append(TOPIC, 0, [(b"kiwi", b"$0.30")])
     store.roll(TOPIC, 0)
     s = status(store, clock.now)
@@ -136,7 +137,7 @@ def test_max_compaction_lag_makes_a_log_eligible(
 ) -> None:
     store = open_store()
     seed(store, **{"min.cleanable.dirty.ratio": "0.99", "max.compaction.lag.ms": 1000})
-    store.clean(clock.now)  # clean once, so that the ratio of a small dirty tail is low
+    manager_of(store).clean(clock.now)  # clean once, so that the ratio of a small dirty tail is low
     store.append(TOPIC, 0, [(b"kiwi", b"$0.30")], timestamp=clock.now)
     store.roll(TOPIC, 0)
     s = status(store, clock.now + 5000)
@@ -149,10 +150,12 @@ def test_uncleanable_and_not_compacted(open_store: StoreFactory, clock: ManualCl
     seed(store)
     store.create_topic("plain", 1)
     store.append("plain", 0, [(b"k", None)])
-    cleaner = store.cleaner
+    cleaner = manager_of(store).cleaner
     assert isinstance(cleaner, LogCleaner)
     cleaner.manager.mark_uncleanable((TOPIC, 0), "CorruptRecordError: bad batch")
-    everything = {(s.topic, s.partition): s for s in cleaner_status(store, now=clock.now)}
+    everything = {
+        (s.topic, s.partition): s for s in cleaner_status(manager_of(store).cleaner, now=clock.now)
+    }
     assert set(everything) == {(TOPIC, 0), ("plain", 0)}
     marked = everything[(TOPIC, 0)]
     assert not marked.eligible and marked.uncleanable == "CorruptRecordError: bad batch"
@@ -177,9 +180,9 @@ def test_tombstones_superseded_within_and_across_runs(
 def test_unknown_topic(open_store: StoreFactory, clock: ManualClock) -> None:
     store = open_store()
     with pytest.raises(UnknownTopicOrPartitionError):
-        cleaner_status(store, "nope", clock.now)
+        cleaner_status(manager_of(store).cleaner, "nope", clock.now)
     with pytest.raises(UnknownTopicOrPartitionError):
-        explain_key(store, "nope", b"k")
+        explain_key(manager_of(store).cleaner, "nope", b"k")
 
 
 # --- passes of the dedupe buffer ---------------------------------------------------------------
@@ -213,17 +216,17 @@ def test_passes_needed_and_where_the_first_pass_ends(
     assert s.dirty_keys == total and s.passes_needed == 2
     assert s.next_map_end_offset == per_pass  # the first record met with a full map
 
-    (old, new) = explain_key(store, "big", b"k0", now=clock.now)
+    (old, new) = explain_key(manager_of(store).cleaner, "big", b"k0", now=clock.now)
     assert old.verdict == VERDICT_WAITING and old.superseded_by == total
     assert f"map ends at offset {per_pass}" in old.reason
     assert new.verdict == VERDICT_LATEST
 
-    first = store.clean(clock.now)
+    first = manager_of(store).clean(clock.now)
     assert first.end_offset == per_pass
     assert status(store, clock.now, "big").first_dirty_offset == per_pass
-    (old, _) = explain_key(store, "big", b"k0", now=clock.now)
+    (old, _) = explain_key(manager_of(store).cleaner, "big", b"k0", now=clock.now)
     assert old.verdict == VERDICT_REMOVABLE
-    store.clean_log("big", 0, clock.now)
+    manager_of(store).clean_log("big", 0, clock.now)
     assert [r.value for r in store.read("big", 0) if r.key == b"k0"] == [b"newer"]
 
 
@@ -247,7 +250,7 @@ def test_passes_needed_replays_the_passes_when_keys_recur(
     assert s.passes_needed == 3
     assert s.next_map_end_offset == per_pass
 
-    ends = [store.clean_log("big", 0, clock.now).end_offset for _ in range(3)]
+    ends = [manager_of(store).clean_log("big", 0, clock.now).end_offset for _ in range(3)]
     assert ends == [per_pass, 2 * per_pass, s.first_uncleanable_offset]
     assert status(store, clock.now, "big").passes_needed == 0
 
@@ -259,7 +262,7 @@ def test_explain_before_and_after_cleaning(open_store: StoreFactory, clock: Manu
     store = open_store()
     seed(store)
     t0 = clock.now
-    grape = explain_key(store, TOPIC, b"grape", now=t0)
+    grape = explain_key(manager_of(store).cleaner, TOPIC, b"grape", now=t0)
     assert [(e.offset, e.value, e.verdict) for e in grape] == [
         (0, b"$2.69", VERDICT_REMOVABLE),
         (2, None, VERDICT_WAITING),
@@ -270,26 +273,26 @@ def test_explain_before_and_after_cleaning(open_store: StoreFactory, clock: Manu
     stamp = format_ms(t0 + RETENTION)
     assert grape[1].reason.startswith("tombstone not yet stamped: the next cleaning stamps")
     assert stamp in grape[1].reason and grape[1].removable_after_ms == t0 + RETENTION
-    lime = explain_key(store, TOPIC, b"lime", now=t0)
+    lime = explain_key(manager_of(store).cleaner, TOPIC, b"lime", now=t0)
     assert [e.verdict for e in lime] == [VERDICT_REMOVABLE, VERDICT_LATEST]
     assert lime[1].reason.startswith("latest value")
 
-    store.clean(t0)
-    (tombstone,) = explain_key(store, TOPIC, b"grape", now=t0 + 10)
+    manager_of(store).clean(t0)
+    (tombstone,) = explain_key(manager_of(store).cleaner, TOPIC, b"grape", now=t0 + 10)
     assert tombstone.is_tombstone and tombstone.delete_horizon_ms == t0 + RETENTION
     assert tombstone.verdict == VERDICT_WAITING
     assert tombstone.reason.startswith(f"tombstone: kept until its delete horizon {stamp}")
     assert f"set by the cleaning at {format_ms(t0)}" in tombstone.reason
 
     # Past the horizon: removable, but only a cleaning of dirty data removes it.
-    (past,) = explain_key(store, TOPIC, b"grape", now=t0 + RETENTION)
+    (past,) = explain_key(manager_of(store).cleaner, TOPIC, b"grape", now=t0 + RETENTION)
     assert past.verdict == VERDICT_REMOVABLE and "nothing is cleanable now" in past.reason
     store.append(TOPIC, 0, [(b"kiwi", b"$0.30")])
     store.roll(TOPIC, 0)
-    (past,) = explain_key(store, TOPIC, b"grape", now=t0 + RETENTION)
+    (past,) = explain_key(manager_of(store).cleaner, TOPIC, b"grape", now=t0 + RETENTION)
     assert "no cleaner iteration picks the log yet (dirty ratio" in past.reason
-    store.clean_log(TOPIC, 0, t0 + RETENTION)
-    assert explain_key(store, TOPIC, b"grape", now=t0 + RETENTION) == []
+    manager_of(store).clean_log(TOPIC, 0, t0 + RETENTION)
+    assert explain_key(manager_of(store).cleaner, TOPIC, b"grape", now=t0 + RETENTION) == []
 
 
 def test_explain_superseded_in_the_active_segment_and_inside_min_lag(
@@ -297,7 +300,7 @@ def test_explain_superseded_in_the_active_segment_and_inside_min_lag(
 ) -> None:
     store = open_store()
     seed(store, roll=False)
-    (old, tombstone) = explain_key(store, TOPIC, b"grape", now=clock.now)
+    (old, tombstone) = explain_key(manager_of(store).cleaner, TOPIC, b"grape", now=clock.now)
     assert old.verdict == VERDICT_WAITING and old.in_active_segment
     assert "beyond the first uncleanable offset 0" in old.reason
     assert "inside the active segment" in old.reason
@@ -308,7 +311,7 @@ def test_explain_superseded_in_the_active_segment_and_inside_min_lag(
     store.append(TOPIC, 0, [(b"lime", b"$1.99")], timestamp=clock.now + 1000)
     store.roll(TOPIC, 0)
     now = clock.now + 60_500  # segment 0 is old enough, segment 4 is not (until +61000)
-    lime = explain_key(store, TOPIC, b"lime", now=now)
+    lime = explain_key(manager_of(store).cleaner, TOPIC, b"lime", now=now)
     assert [e.verdict for e in lime] == [VERDICT_REMOVABLE, VERDICT_WAITING, VERDICT_LATEST]
     until = clock.now + 1000 + 60_000
     assert f"inside min.compaction.lag.ms until {format_ms(until)}" in lime[1].reason
@@ -323,13 +326,13 @@ def test_explain_partition_choice_and_binary_keys(
     key = bytes([0, 255, 16])
     where, offset = store.produce("t", key, b"v")
     assert key_partition(store, "t", key) == where
-    (found,) = explain_key(store, "t", key, now=clock.now)
+    (found,) = explain_key(manager_of(store).cleaner, "t", key, now=clock.now)
     assert (found.partition, found.offset, found.key) == (where, offset, key)
     other = (where + 1) % 3
-    assert explain_key(store, "t", key, partition=other, now=clock.now) == []
+    assert explain_key(manager_of(store).cleaner, "t", key, partition=other, now=clock.now) == []
     with pytest.raises(UnknownTopicOrPartitionError):
-        explain_key(store, "t", key, partition=3)
-    assert explain_key(store, "t", b"", now=clock.now) == []
+        explain_key(manager_of(store).cleaner, "t", key, partition=3)
+    assert explain_key(manager_of(store).cleaner, "t", b"", now=clock.now) == []
 
 
 def test_explain_not_compacted(open_store: StoreFactory, clock: ManualClock) -> None:
@@ -337,7 +340,9 @@ def test_explain_not_compacted(open_store: StoreFactory, clock: ManualClock) -> 
     store.create_topic("plain", 1)
     store.append("plain", 0, [(b"k", b"1")])
     store.append("plain", 0, [(b"k", b"2")])
-    assert [e.verdict for e in explain_key(store, "plain", b"k", now=clock.now)] == [
+    assert [
+        e.verdict for e in explain_key(manager_of(store).cleaner, "plain", b"k", now=clock.now)
+    ] == [
         VERDICT_NOT_COMPACTED,
         VERDICT_NOT_COMPACTED,
     ]
@@ -347,7 +352,7 @@ def test_next_cleaning_range_writes_nothing(open_store: StoreFactory, clock: Man
     store = open_store()
     seed(store)
     store.cleaner_offset_checkpoint.write({(TOPIC, 0): 99})  # beyond the log end: reset
-    found = next_cleaning_range(store, TOPIC, 0, clock.now)
+    found = next_cleaning_range(manager_of(store).cleaner, TOPIC, 0, clock.now)
     assert (found.first_dirty_offset, found.first_uncleanable_offset) == (0, 4)
     assert store.cleaner_offset_checkpoint.read() == {(TOPIC, 0): 99}
 

@@ -11,19 +11,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-import compactlog
 from compactlog.cleaner.offline import SurvivorMap, clean_partition, plan_partitions, record_cleaned
 from compactlog.errors import StorageError
 from compactlog.records import Compression, build_batch
-from compactlog.storage.store import DataDirLock, PartitionJobs
+from compactlog.storage.datadir import DataDirLock, PartitionJobs
 from tests.conftest import ManualClock
+from tests.managed import manager_of, open_managed
 
 NOW = 1_700_000_000_000
 SMALL_BUFFER = {"log.cleaner.dedupe.buffer.size": str((1 << 20) + 1)}
 
 
 def _fill(data: Path, keys: int = 50_000) -> None:
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("t", 1, {"cleanup.policy": "compact", "segment.bytes": "131072"})
         for version in range(2):
             for lo in range(0, keys, 2000):
@@ -42,20 +42,20 @@ def _files(data: Path) -> dict[str, bytes]:
 
 def _job(data: Path, broker: dict[str, str] | None = None) -> tuple[DataDirLock, Any]:
     lock = DataDirLock(data).acquire()
-    with compactlog.Store.open(data, ManualClock(NOW), broker, dir_lock=lock) as store:
-        plans = plan_partitions(store, "t", "job-1", now=NOW, broker=broker)
+    with open_managed(data, ManualClock(NOW), broker, dir_lock=lock) as store:
+        plans = plan_partitions(manager_of(store).cleaner, "t", "job-1", now=NOW, broker=broker)
     PartitionJobs(str(data)).begin("job-1")
     return lock, plans
 
 
 def _finish(data: Path, lock: DataDirLock, outcomes: list[Any]) -> None:
-    with compactlog.Store.open(data, ManualClock(NOW), dir_lock=lock) as store:
-        record_cleaned(store, outcomes)
+    with open_managed(data, ManualClock(NOW), dir_lock=lock) as store:
+        record_cleaned(manager_of(store).cleaner, outcomes)
     lock.release()
 
 
 def _records(data: Path) -> list[tuple[int, bytes | None, bytes | None]]:
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         return [(r.offset, r.key, r.value) for r in store.read("t", 0, 0)]
 
 
@@ -63,8 +63,8 @@ def test_a_task_writes_what_the_in_process_cleaner_writes(tmp_path: Path) -> Non
     a, b = tmp_path / "a", tmp_path / "b"
     _fill(a)
     shutil.copytree(a, b)
-    with compactlog.Store.open(a, ManualClock(NOW), SMALL_BUFFER) as store:
-        expected = store.clean_log("t", 0, now=NOW)
+    with open_managed(a, ManualClock(NOW), SMALL_BUFFER) as store:
+        expected = manager_of(store).clean_log("t", 0, now=NOW)
     lock, plans = _job(b, SMALL_BUFFER)
     outcome = clean_partition(plans[0])
     _finish(b, lock, [outcome])
@@ -79,7 +79,7 @@ def test_a_task_writes_what_the_in_process_cleaner_writes(tmp_path: Path) -> Non
 def _fill_with_producers(data: Path) -> None:
     """Three idempotent producers, then plain writes that supersede all of their keys: each
     producer's last batch survives only as the empty header kept for it (spec 5.6)."""
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("t", 1, {"cleanup.policy": "compact", "segment.bytes": "4096"})
         sequences = {1: 0, 2: 0, 3: 0}
         for i in range(300):
@@ -109,8 +109,8 @@ def test_a_task_keeps_the_producers_last_batches_as_the_in_process_cleaner(
     a, b = tmp_path / "a", tmp_path / "b"
     _fill_with_producers(a)
     shutil.copytree(a, b)
-    with compactlog.Store.open(a, ManualClock(NOW)) as store:
-        store.clean_log("t", 0, now=now)
+    with open_managed(a, ManualClock(NOW)) as store:
+        manager_of(store).clean_log("t", 0, now=now)
         headers = [
             (batch.header.producer_id, batch.header.records_count)
             for batch in store.log("t", 0).iter_batches(0)
@@ -118,8 +118,8 @@ def test_a_task_keeps_the_producers_last_batches_as_the_in_process_cleaner(
         ]
     assert headers == ([(1, 0), (2, 0), (3, 0)] if now == NOW else [(3, 0)])
     lock = DataDirLock(b).acquire()
-    with compactlog.Store.open(b, ManualClock(NOW), dir_lock=lock) as store:
-        plans = plan_partitions(store, "t", "job-1", now=now)
+    with open_managed(b, ManualClock(NOW), dir_lock=lock) as store:
+        plans = plan_partitions(manager_of(store).cleaner, "t", "job-1", now=now)
     PartitionJobs(str(b)).begin("job-1")
     outcome = clean_partition(plans[0])
     _finish(b, lock, [outcome])
@@ -163,9 +163,9 @@ def test_a_store_and_a_task_never_work_on_the_files_at_once(tmp_path: Path) -> N
     with jobs.task("job-1", "t-0"):  # a task at work, its driver gone
         lock.release()
         with pytest.raises(StorageError, match="still being rewritten"):
-            compactlog.Store.open(tmp_path, ManualClock(NOW))
+            open_managed(tmp_path, ManualClock(NOW))
     # The store that opens forgets the job: a task of it that starts late touches nothing.
-    with compactlog.Store.open(tmp_path, ManualClock(NOW)):
+    with open_managed(tmp_path, ManualClock(NOW)):
         pass
     outcome = clean_partition(plans[0])
     assert outcome.end_offset is None

@@ -16,8 +16,8 @@ import pytest
 import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.cleaner import cleaner as cleaner_module
 from compactlog.storage.faultfs import FaultInjectingFileSystem
-from compactlog.storage.store import Store
 from tests.conftest import ManualClock
+from tests.managed import manager_of, open_managed
 
 T = "t"
 NOW = 1_700_000_000_000
@@ -28,7 +28,7 @@ CODECS = ["none", "none", "gzip", "none", "lz4"]
 def _build(directory: Path) -> None:
     """Six rolled segments of keyed updates (some compressed), so that one clean rewrites
     several groups and the map pass decodes every segment."""
-    with Store.open(directory, ManualClock(NOW), config=BROKER) as store:
+    with open_managed(directory, ManualClock(NOW), config=BROKER) as store:
         store.create_topic(
             T, 1, {"cleanup.policy": "compact", "segment.bytes": 6000, "delete.retention.ms": 0}
         )
@@ -48,13 +48,13 @@ def _files(directory: Path) -> dict[str, bytes]:
 
 
 def _records(directory: Path) -> list[tuple[int, bytes | None, bytes | None]]:
-    with Store.open(directory, ManualClock(NOW), config=BROKER) as store:
+    with open_managed(directory, ManualClock(NOW), config=BROKER) as store:
         return [(r.offset, r.key, r.value) for r in store.read(T, 0, 0)]
 
 
 def _clean(directory: Path, **open_args: Any) -> Any:
-    with Store.open(directory, ManualClock(NOW), config=BROKER, **open_args) as store:
-        return store.clean_log(T, 0)
+    with open_managed(directory, ManualClock(NOW), config=BROKER, **open_args) as store:
+        return manager_of(store).clean_log(T, 0)
 
 
 def test_the_copy_phase_reuses_the_map_pass_decode(

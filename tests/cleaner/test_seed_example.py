@@ -15,6 +15,7 @@ import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.records import RecordBatch
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
+from tests.managed import manager_of
 
 StoreFactory = Callable[..., Store]
 DELETE_RETENTION_MS = 60_000
@@ -51,7 +52,7 @@ def test_seed_example_cleaned_twice(
         store.append("fruit-prices", 0, [(key, value)])
     store.roll("fruit-prices", 0)
     t0 = clock.now
-    result = store.clean(t0)
+    result = manager_of(store).clean(t0)
     assert result.cleaned == ("fruit-prices", 0)
     assert result.end_offset == 4
     assert state(store) == [(2, b"grape", None), (3, b"lime", b"$1.59")]
@@ -64,14 +65,14 @@ def test_seed_example_cleaned_twice(
     )
 
     # Nothing new: nothing to clean (the dirty ratio is 0).
-    assert store.clean(t0 + 1).cleaned is None
+    assert manager_of(store).clean(t0 + 1).cleaned is None
 
     # More prices, then a clean one millisecond before the horizon: the tombstone stays.
     clock.now = t0 + 10
     store.append("fruit-prices", 0, [(b"kiwi", b"$0.30")])
     store.append("fruit-prices", 0, [(b"melon", b"$3.10")])
     store.roll("fruit-prices", 0)
-    before = store.clean(t0 + DELETE_RETENTION_MS - 1)
+    before = manager_of(store).clean(t0 + DELETE_RETENTION_MS - 1)
     assert before.cleaned == ("fruit-prices", 0)
     assert state(store) == [
         (2, b"grape", None),
@@ -85,7 +86,7 @@ def test_seed_example_cleaned_twice(
     # One more append so the log is dirty again, and a clean past the horizon: the tombstone goes.
     store.append("fruit-prices", 0, [(b"papaya", b"$1.20")])
     store.roll("fruit-prices", 0)
-    after = store.clean(t0 + DELETE_RETENTION_MS + 1)
+    after = manager_of(store).clean(t0 + DELETE_RETENTION_MS + 1)
     assert after.cleaned == ("fruit-prices", 0)
     assert state(store) == [
         (3, b"lime", b"$1.59"),
@@ -108,7 +109,7 @@ def test_the_delete_horizon_survives_a_restart(
     store.append("t", 0, [(b"k", None)])
     store.roll("t", 0)
     t0 = clock.now
-    store.clean(t0)
+    manager_of(store).clean(t0)
     store.close()
     again = open_store()
     batch = RecordBatch(next(again.log("t", 0).iter_batches(0)).data)

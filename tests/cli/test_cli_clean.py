@@ -13,6 +13,7 @@ from compactlog.cleaner import cleaner as cleaner_module
 from compactlog.cleaner.inspect import format_ms, keys_per_pass
 from compactlog.cli import common
 from compactlog.cli.main import main
+from compactlog.log_manager import LogManager
 from compactlog.storage.config import BrokerConfig
 from compactlog.storage.store import Store
 
@@ -123,13 +124,13 @@ def test_clean_until_clean_over_every_log(cli: Cli) -> None:
 SMALL_BUFFER = 1_100_000  # just above the 1 MiB minimum: about 41,000 keys per pass
 
 
-class SmallMapStore(Store):
-    """The store as the CLI opens it, with a small dedupe buffer."""
+class SmallMapLogs(LogManager):
+    """The store and its cleaner as the CLI opens them, with a small dedupe buffer."""
 
     @classmethod
-    def open(cls, path: Any, clock: Any = None, config: Any = None, **kwargs: Any) -> Store:
+    def open(cls, path: Any, clock: Any = None, config: Any = None, **kwargs: Any) -> LogManager:
         small = {**(config or {}), "log.cleaner.dedupe.buffer.size": SMALL_BUFFER}
-        return Store.open(path, clock, small, **kwargs)
+        return LogManager.open(path, clock, small, **kwargs)
 
 
 def test_clean_topic_until_clean_takes_several_rounds(
@@ -144,7 +145,7 @@ def test_clean_topic_until_clean_takes_several_rounds(
             keys = range(start, min(start + 5000, total))
             store.append("big", 0, [(b"k%d" % i, b"v") for i in keys], timestamp=TS)
         store.roll("big", 0)
-    monkeypatch.setattr(common, "Store", SmallMapStore)
+    monkeypatch.setattr(common, "LogManager", SmallMapLogs)
 
     status = status_json(cli, "big", "--now", str(TS))["partitions"][0]
     assert status["passes_needed"] == 2 and status["next_map_end_offset"] == per_pass

@@ -48,7 +48,6 @@ from typing import Any, NamedTuple
 from compactlog.protocol import RequestHeader, decode_response, encode_request
 from compactlog.protocol.messages.produce import InitProducerIdRequest, ProduceRequest
 from compactlog.records import Compression, RecordBatch, build_batch
-from compactlog.storage.store import Store
 from tests.broker.conftest import recv_frame
 from tests.kafka.harness import (
     CleanerSummary,
@@ -56,6 +55,7 @@ from tests.kafka.harness import (
     read_offset_checkpoint,
     write_offset_checkpoint,
 )
+from tests.managed import manager_of, open_managed
 
 PRODUCE, INIT_PRODUCER_ID = 0, 22
 #: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, COORDINATOR_LOAD_IN_PROGRESS,
@@ -434,9 +434,9 @@ class Differential:
         self._compactlog_copy(pre, natural)
         natural_rounds = []
         natural_uncleanable: set[str] = set()
-        with Store.open(natural, clock=lambda: now, config=self.broker_config) as store:
+        with open_managed(natural, clock=lambda: now, config=self.broker_config) as store:
             for _ in range(1000):
-                result = store.clean(now)
+                result = manager_of(store).clean(now)
                 failed = {f"{t}-{p}" for t, p in result.uncleanable} - natural_uncleanable
                 if result.cleaned is None and not failed:
                     break
@@ -453,10 +453,10 @@ class Differential:
         replay = here / "replay"
         self._compactlog_copy(pre, replay)
         replay_rounds = []
-        with Store.open(replay, clock=lambda: now, config=self.broker_config) as store:
+        with open_managed(replay, clock=lambda: now, config=self.broker_config) as store:
             for kafka_round, at in self._round_times(kafka_rounds, pre, post):
                 topic, partition = kafka_round.log.rsplit("-", 1)
-                replay_rounds.append(_round(store.clean_log(topic, int(partition), at)))
+                replay_rounds.append(_round(manager_of(store).clean_log(topic, int(partition), at)))
 
         log_starts = read_offset_checkpoint(post / "log-start-offset-checkpoint")
         return StageResult(
@@ -588,7 +588,7 @@ class Differential:
     def _compactlog_copy(self, pre: Path, ours: Path) -> None:
         """A compactlog data directory with this differential's topics, holding Kafka's files
         and checkpoint entries for their partitions."""
-        with Store.open(ours, config=self.broker_config) as store:
+        with open_managed(ours, config=self.broker_config) as store:
             for topic in self.topics:
                 store.create_topic(topic.name, topic.partitions, topic.cleaning_config)
         kinds = (".log", ".index", ".timeindex", ".snapshot", ".txnindex")

@@ -37,6 +37,7 @@ from tests.kafka.harness import (
     store_view,
     write_offset_checkpoint,
 )
+from tests.managed import manager_of, open_managed
 
 pytestmark = pytest.mark.kafka
 
@@ -120,15 +121,15 @@ def write_workload(store: Store, clock: ManualClock) -> None:
         )
         store.append_batch("prices", 0, batch)
     store.roll("prices", 0)
-    store.clean_log("prices", 0)
+    manager_of(store).clean_log("prices", 0)
     clock.advance(2000)
     for i in range(10):
         store.append("prices", 0, [(b"fruit-%d" % (i % 4), b"later-%d" % i)], timestamp=clock.now)
     store.roll("prices", 0)
-    store.clean_log("prices", 0)
+    manager_of(store).clean_log("prices", 0)
     store.append("prices", 0, [(b"fruit-5", None), (b"fruit-6", None)], timestamp=clock.advance(10))
     store.roll("prices", 0)
-    store.clean_log("prices", 0)
+    manager_of(store).clean_log("prices", 0)
     store.append("prices", 0, [(b"fruit-0", b"active")], timestamp=clock.advance(10))
 
     # ticks: LogAppendTime (the broker's clock replaces the producer's timestamps), a segment
@@ -162,7 +163,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Written:
     data_dir = tmp_path_factory.mktemp("compactlog") / "data"
     # Recent timestamps: a Kafka broker started over these files keeps them (its retention).
     clock = ManualClock(int(time.time() * 1000) - 3_600_000)
-    with Store.open(data_dir, clock=clock) as store:
+    with open_managed(data_dir, clock=clock) as store:
         write_workload(store, clock)
         views = {topic: store_view(store, topic) for topic in TOPICS}
         tps = [(t, p) for t, (n, _, _) in TOPICS.items() for p in range(n)]
@@ -355,7 +356,7 @@ def test_compactlog_writes_into_a_kafka_log_dir_and_kafka_serves_it(
     broker = kafka_with_topics(kafka)
 
     clock = ManualClock(int(time.time() * 1000) - 3_600_000)
-    with Store.open(broker.data_dir, clock=clock) as store:
+    with open_managed(broker.data_dir, clock=clock) as store:
         assert set(TOPICS) <= set(store.topics())
         write_workload(store, clock)
         views = {topic: store_view(store, topic) for topic in TOPICS}

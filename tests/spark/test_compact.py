@@ -15,6 +15,7 @@ import compactlog
 from compactlog.errors import PolicyViolationError, StorageError
 from compactlog.spark.compact import compact
 from tests.conftest import ManualClock
+from tests.managed import manager_of, open_managed
 
 NOW = 1_700_000_000_000
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -30,7 +31,7 @@ TOPIC_CONFIG = {
 def _fill(data: Path, keys_per_partition: int, partitions: int = 2) -> None:
     """Updates, tombstones and every codec; the later half of the keys is written last, so a
     round limited by the map leaves work for the next one."""
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("entities", partitions, TOPIC_CONFIG)
         for p in range(partitions):
             batch = 0
@@ -65,7 +66,7 @@ def _partition_files(data: Path) -> dict[str, bytes]:
 
 
 def _records(data: Path) -> list[tuple[int, int, bytes | None, bytes | None]]:
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         return [
             (p, r.offset, r.key, r.value)
             for p in range(store.partitions("entities"))
@@ -91,8 +92,8 @@ def test_per_partition_mode_is_byte_identical_to_the_in_process_cleaner(
 ) -> None:
     in_process = _copy(source, tmp_path, "in-process")
     on_spark = _copy(source, tmp_path, "on-spark")
-    with compactlog.Store.open(in_process, ManualClock(NOW), SMALL_BUFFER) as store:
-        expected = [store.clean_log("entities", p, now=NOW) for p in range(2)]
+    with open_managed(in_process, ManualClock(NOW), SMALL_BUFFER) as store:
+        expected = [manager_of(store).clean_log("entities", p, now=NOW) for p in range(2)]
     lines: list[str] = []
     result = compact(
         spark,
@@ -121,10 +122,12 @@ def test_one_pass_mode_cleans_in_one_job_what_kafka_cleans_in_several_rounds(
     rounds = _copy(source, tmp_path, "rounds")
     one_pass = _copy(source, tmp_path, "one-pass")
     before = _records(source)
-    with compactlog.Store.open(rounds, ManualClock(NOW), SMALL_BUFFER) as store:
+    with open_managed(rounds, ManualClock(NOW), SMALL_BUFFER) as store:
         passes = 0
         while True:
-            ends = [store.clean_log("entities", p, now=NOW).end_offset for p in range(2)]
+            ends = [
+                manager_of(store).clean_log("entities", p, now=NOW).end_offset for p in range(2)
+            ]
             passes += 1
             if ends == [120_000, 120_000]:
                 break
@@ -142,8 +145,8 @@ def test_one_pass_mode_cleans_in_one_job_what_kafka_cleans_in_several_rounds(
     for record in before:
         latest[(record[0], record[2])] = record
     assert after == sorted(latest.values())
-    with compactlog.Store.open(one_pass, ManualClock(NOW)) as store:
-        assert store.cleaner.manager.checkpoints() == {
+    with open_managed(one_pass, ManualClock(NOW)) as store:
+        assert manager_of(store).cleaner.manager.checkpoints() == {
             ("entities", 0): 120_000,
             ("entities", 1): 120_000,
         }
@@ -158,7 +161,7 @@ def test_tombstones_go_at_the_second_cleaning_after_their_horizon(
     tombstones = sum(1 for r in _records(data) if r[3] is None)
     assert tombstones == 2_000 // 7 + 1
     later = NOW + 86_400_000 + 1  # delete.retention.ms after the first cleaning stamped them
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.append("entities", 0, [(b"new", b"x")], timestamp=later)
         store.roll("entities", 0)
     compact(spark, data, "entities", mode="one-pass", now=later)
@@ -168,7 +171,7 @@ def test_tombstones_go_at_the_second_cleaning_after_their_horizon(
 def test_the_job_and_a_store_never_hold_the_directory_at_once(spark: Any, tmp_path: Path) -> None:
     data = tmp_path / "locked"
     _fill(data, 100, partitions=1)
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         with pytest.raises(StorageError, match="in use by another process"):
             compact(spark, data, "entities", now=NOW)
         store.create_topic("plain", 1, {"cleanup.policy": "delete"})

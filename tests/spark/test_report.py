@@ -36,6 +36,7 @@ from compactlog.spark.report import (
 )
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
+from tests.managed import manager_of, open_managed
 
 NOW = 1_700_000_000_000
 #: The smallest dedupe buffer Kafka accepts (more than 1 MiB per cleaner thread).
@@ -73,7 +74,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     records and tombstones; ``wide``: compacted, more distinct dirty keys than one pass of
     the tiny buffer maps."""
     path = tmp_path_factory.mktemp("report")
-    with Store.open(path, ManualClock(NOW), BROKER) as store:
+    with open_managed(path, ManualClock(NOW), BROKER) as store:
         store.create_topic("t", 3, {"cleanup.policy": "compact", "segment.bytes": 2048})
         for p in range(3):
             _fill_t(store, p)
@@ -185,7 +186,7 @@ def _agrees_with_cleaner_status(store: Store, reports: list[PartitionReport], no
     """The cleaner-side figures are the ones ``cleaner-status`` shows for the same store."""
     by_name = {r.name: r for r in reports}
     for topic in {r.topic for r in reports}:
-        for s in cleaner_status(store, topic, now):
+        for s in cleaner_status(manager_of(store).cleaner, topic, now):
             r = by_name[f"{s.topic}-{s.partition}"]
             assert (r.first_dirty_offset, r.first_uncleanable_offset) == (
                 s.first_dirty_offset,
@@ -224,11 +225,11 @@ def run(spark: Any, data: Path) -> Iterator[Run]:
     files = _files(data)
     before = partition_report(spark, data, dedupe_buffer_size=TINY_BUFFER, now=NOW)
     assert _files(data) == files, "the report changed the data directory"
-    with Store.open(data, ManualClock(NOW), BROKER) as store:
+    with open_managed(data, ManualClock(NOW), BROKER) as store:
         before_expected = _expected_all(store, data, TINY_KEYS_PER_PASS, ["events", "t", "wide"])
         _agrees_with_cleaner_status(store, before, NOW)
         for p in range(3):
-            store.clean_log("t", p)
+            manager_of(store).clean_log("t", p)
         after = partition_report(spark, data, "t", now=NOW)
         after_expected = _expected_all(store, data, DEFAULT_KEYS_PER_PASS, ["t"])
     yield Run(before, before_expected, after, after_expected)

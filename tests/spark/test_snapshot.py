@@ -18,12 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import compactlog
 import compactlog.spark.snapshot as snap
 from compactlog.errors import CompactlogError, ConfigError, UnknownTopicOrPartitionError
 from compactlog.spark._snapshot_plan import Manifest, PartitionState, TopicLayout, plan_refresh
 from compactlog.spark.snapshot import FileLayout, SnapshotError, read_snapshot, snapshot
 from tests.conftest import ManualClock
+from tests.managed import manager_of, open_managed
 
 NOW = 1_700_000_000_000
 #: Tiny row groups and files, so that partitions span several of each.
@@ -35,7 +35,7 @@ Rows = dict[tuple[int, bytes], tuple[bytes, int, int]]
 def _expected(data: Path, topic: str) -> Rows:
     """``(partition, key) -> (value, offset, timestamp)`` of the latest live record per key."""
     latest: dict[tuple[int, bytes], Any] = {}
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         for partition in range(store.partitions(topic)):
             start = store.log_start_offset(topic, partition)
             for record in store.read(topic, partition, start):
@@ -85,7 +85,7 @@ def _hashes(version: str) -> dict[str, str]:
 
 def test_the_snapshot_is_the_latest_value_per_key(spark: Any, tmp_path: Path) -> None:
     data, out = tmp_path / "data", tmp_path / "table"
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("orders", 3)
         for i in range(120):
             value = None if i % 11 == 0 else b"v%d" % i
@@ -128,7 +128,7 @@ def test_a_refresh_reads_only_new_records_survives_a_crash_and_equals_a_full_reb
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data, out, full_out = tmp_path / "data", tmp_path / "table", tmp_path / "full"
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("prices", 2)
         _produce(store, "prices", [(b"p%02d" % (i % 30), b"%d" % i) for i in range(90)], 0)
     first = snapshot(spark, data, "prices", out, layout=SMALL)
@@ -141,7 +141,7 @@ def test_a_refresh_reads_only_new_records_survives_a_crash_and_equals_a_full_reb
     updates += [(b"p%02d" % i, None) for i in range(1, 30, 5)]  # tombstones
     updates += [(b"q%02d" % i, b"fresh") for i in range(8)]  # new keys
     updates += [(b"p01", b"revived")]  # a tombstone overwritten
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         _produce(store, "prices", updates, 1000)
         ends = {p: store.log_end_offset("prices", p) for p in range(2)}
 
@@ -180,14 +180,14 @@ def test_compaction_leaves_the_snapshot_as_it_was(spark: Any, tmp_path: Path) ->
     def clean(store: Any) -> None:
         for p in range(2):
             store.roll("ledger", p)
-            store.clean_log("ledger", p)
+            manager_of(store).clean_log("ledger", p)
 
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("ledger", 2, config)
         _produce(store, "ledger", [(b"a%d" % (i % 12), b"x%d" % i * 9) for i in range(150)], 0)
         _produce(store, "ledger", [(b"a%d" % i, None) for i in range(3)], 500)
     before = snapshot(spark, data, "ledger", out)
-    with compactlog.Store.open(data, ManualClock(NOW + 10_000)) as store:
+    with open_managed(data, ManualClock(NOW + 10_000)) as store:
         clean(store)
         remaining = sum(len(list(store.read("ledger", p))) for p in range(2))
     assert remaining < 153  # compaction removed records (and left gaps)
@@ -198,7 +198,7 @@ def test_compaction_leaves_the_snapshot_as_it_was(spark: Any, tmp_path: Path) ->
     assert after.records_read == remaining
 
     # Records past the snapshot's end are compacted too before the next refresh reads them.
-    with compactlog.Store.open(data, ManualClock(NOW + 20_000)) as store:
+    with open_managed(data, ManualClock(NOW + 20_000)) as store:
         _produce(store, "ledger", [(b"a%d" % (i % 15), b"y%d" % i) for i in range(60)], 2000)
         clean(store)
     refreshed = snapshot(spark, data, "ledger", out)
@@ -210,14 +210,14 @@ def test_a_moved_log_start_prunes_or_rebuilds(spark: Any, tmp_path: Path) -> Non
     """Partition 0: DeleteRecords below the snapshot's end, so old rows are pruned. Partition 1:
     size retention deletes records the snapshot never read, so it is rebuilt from the log."""
     data, out, full_out = tmp_path / "data", tmp_path / "table", tmp_path / "full"
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("events", 2, {"cleanup.policy": "delete", "segment.bytes": 1024})
         for i in range(20):
             store.append("events", i % 2, [(b"e%d" % (i % 7), b"%d" % i)], timestamp=NOW + i)
     first = snapshot(spark, data, "events", out)
     assert first.end_offsets == {0: 10, 1: 10}
 
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.delete_records("events", 0, 6)
         store.append("events", 0, [(b"e0", b"late")], timestamp=NOW + 100)
         for i in range(60):
@@ -238,7 +238,7 @@ def test_a_moved_log_start_prunes_or_rebuilds(spark: Any, tmp_path: Path) -> Non
 
 def test_bad_input_is_refused_before_any_job(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("t", 1)
     with pytest.raises(UnknownTopicOrPartitionError, match="unknown topic 'nope'"):
         snapshot(None, data, "nope", tmp_path / "out")

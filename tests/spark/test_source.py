@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-import compactlog
 from compactlog.errors import ConfigError
 from compactlog.records import decode_columns
 from compactlog.spark._arrow import binary_array
@@ -24,6 +23,7 @@ from compactlog.spark.source import (
     read_split,
 )
 from tests.conftest import ManualClock
+from tests.managed import manager_of, open_managed
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 NOW = 1_700_000_000_000
@@ -31,7 +31,7 @@ NOW = 1_700_000_000_000
 
 def _store_rows(data: Path, topic: str) -> list[tuple[Any, ...]]:
     out = []
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         for partition in range(store.partitions(topic)):
             for r in store.read(topic, partition, 0):
                 headers = [(k, v) for k, v in r.headers]
@@ -59,7 +59,7 @@ def _df_rows(df: Any) -> list[tuple[Any, ...]]:
 def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two topics; ``orders`` (3 partitions) has every codec, headers, null keys and values."""
     data = tmp_path_factory.mktemp("mixed")
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("orders", 3, {"segment.bytes": 4096})
         store.create_topic("payments", 1)
         for i in range(60):
@@ -135,7 +135,7 @@ def test_offset_options(mixed: Path) -> None:
 
 
 def test_a_start_below_the_log_start_is_data_loss(tmp_path: Path) -> None:
-    with compactlog.Store.open(tmp_path, ManualClock(NOW)) as store:
+    with open_managed(tmp_path, ManualClock(NOW)) as store:
         store.create_topic("t", 1, {"cleanup.policy": "delete", "segment.bytes": 1024})
         for i in range(40):
             store.append("t", 0, [(b"k", b"x" * 100)], timestamp=NOW + i)
@@ -151,12 +151,12 @@ def test_a_start_below_the_log_start_is_data_loss(tmp_path: Path) -> None:
 
 
 def test_a_cleaned_log_reads_with_its_gaps(spark: Any, tmp_path: Path) -> None:
-    with compactlog.Store.open(tmp_path, ManualClock(NOW)) as store:
+    with open_managed(tmp_path, ManualClock(NOW)) as store:
         store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 2048})
         for i in range(200):
             store.append("c", 0, [(b"k%d" % (i % 10), b"v%d" % i * 20)], timestamp=NOW + i)
         store.roll("c", 0)
-        store.clean_log("c", 0)
+        manager_of(store).clean_log("c", 0)
     expected = _store_rows(tmp_path, "c")
     offsets = [row[4] for row in expected]
     assert offsets != list(range(len(offsets)))  # compaction left gaps

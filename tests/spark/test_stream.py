@@ -20,6 +20,7 @@ from compactlog.spark import stream
 from compactlog.spark.source import SparkSourceError
 from compactlog.spark.stream import LogStreamReader, StreamSplit, _inode, rate_limit
 from tests.conftest import ManualClock
+from tests.managed import manager_of, open_managed
 
 NOW = 1_700_000_000_000
 Row = tuple[str, int, int, bytes | None]  # topic, partition, offset, value
@@ -34,7 +35,7 @@ def _store_rows(store: compactlog.Store, *topics: str) -> list[Row]:
 
 
 def _rows_on_disk(data: Path, *topics: str) -> list[Row]:
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         return _store_rows(store, *topics)
 
 
@@ -92,7 +93,7 @@ def test_a_restarted_stream_reads_new_appends_and_topics_once(spark: Any, tmp_pa
     Between the runs: appends, a new topic matching the pattern, and a lost commit, so that the
     second run first replays the first run's last micro-batch."""
     data, checkpoint = tmp_path / "data", tmp_path / "checkpoint"
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("orders", 3)
         seq = 0
         for partition in range(3):
@@ -118,13 +119,13 @@ def test_a_restarted_stream_reads_new_appends_and_topics_once(spark: Any, tmp_pa
 
 def test_max_offsets_per_trigger_splits_a_compacted_backlog(spark: Any, tmp_path: Path) -> None:
     data = tmp_path / "data"
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("c", 2, {"cleanup.policy": "compact", "segment.bytes": 1024})
         for i in range(260):
             store.append("c", int(i % 4 == 0), [(b"k%d" % (i % 9), b"v%d" % i * 30)], NOW + i)
         for partition in range(2):
             store.roll("c", partition)
-            store.clean_log("c", partition)
+            manager_of(store).clean_log("c", partition)
         ends = {("c", p): store.log_end_offset("c", p) for p in range(2)}
     expected = _rows_on_disk(data, "c")
     assert len(expected) < sum(ends.values())  # compaction left gaps
@@ -173,7 +174,7 @@ def test_bad_options_are_named(spark: Any, tmp_path: Path) -> None:
 def three(tmp_path: Path) -> Path:
     """``t``: 3 partitions holding 10, 20 and 0 offsets (small segments)."""
     data = tmp_path / "data"
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("t", 3, {"segment.bytes": 1024})
         for partition, count in enumerate([10, 20]):
             for i in range(count):
@@ -203,7 +204,7 @@ def test_read_limits_and_the_available_now_target(three: Path) -> None:
     assert reader.reportLatestOffset() == {"t": {"0": 10, "1": 20, "2": 0}}
 
     reader.prepareForTriggerAvailableNow()
-    with compactlog.Store.open(three, ManualClock(NOW)) as store:
+    with open_managed(three, ManualClock(NOW)) as store:
         store.append("t", 2, [(b"late", b"1")])
         store.create_topic("u", 1)
     target = {"t": {"0": 10, "1": 20, "2": 0}}
@@ -224,13 +225,13 @@ def test_rate_limit_is_spark_kafka_s() -> None:
 def test_a_micro_batch_is_its_offset_range_whatever_the_gaps(tmp_path: Path) -> None:
     """Ranges that start and end inside gaps of a compacted log, and in the middle of batches."""
     data = tmp_path / "data"
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 1024})
         for i in range(120):
             records = [(b"k%d" % ((i + j) % 13), b"v%d" % i * 20) for j in range(3)]
             store.append("c", 0, records, timestamp=NOW + i)
         store.roll("c", 0)
-        store.clean_log("c", 0)
+        manager_of(store).clean_log("c", 0)
         end = store.log_end_offset("c", 0)
     everything = _rows_on_disk(data, "c")
     reader = _reader(data, maxBytesPerSplit="300")
@@ -247,7 +248,7 @@ def test_splits_planned_before_a_cleaning_are_read_by_offset(tmp_path: Path) -> 
     """The cleaner swaps segments between planning and reading: each split's offsets are found
     again in the new files (and the records the cleaner dropped are gone)."""
     data = tmp_path / "data"
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 1024})
         for i in range(150):
             store.append("c", 0, [(b"k%d" % (i % 5), b"v%d" % i * 20)], timestamp=NOW + i)
@@ -255,7 +256,7 @@ def test_splits_planned_before_a_cleaning_are_read_by_offset(tmp_path: Path) -> 
         reader = _reader(data, maxBytesPerSplit="200")
         splits = reader.partitions({"c": {"0": 0}}, {"c": {"0": 150}})
         assert len(splits) > 10
-        store.clean_log("c", 0)
+        manager_of(store).clean_log("c", 0)
     replaced = [s for s in splits if isinstance(s, StreamSplit) and _inode(s.path) != s.inode]
     assert len(replaced) == len(splits)
     offsets = []
@@ -269,7 +270,7 @@ def test_splits_planned_before_a_cleaning_are_read_by_offset(tmp_path: Path) -> 
 def test_offsets_deleted_before_the_stream_read_them_are_data_loss(tmp_path: Path) -> None:
     data = tmp_path / "data"
     start, end = {"t": {"0": 3}}, {"t": {"0": 40}}
-    with compactlog.Store.open(data, ManualClock(NOW)) as store:
+    with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("t", 1, {"cleanup.policy": "delete", "segment.bytes": 1024})
         for i in range(40):
             store.append("t", 0, [(b"k", b"x" * 100)], timestamp=NOW + i)

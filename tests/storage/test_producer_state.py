@@ -41,6 +41,7 @@ from compactlog.storage.producer_state import (
 )
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
+from tests.managed import manager_of
 
 StoreFactory = Callable[..., Store]
 T = "t"
@@ -698,7 +699,7 @@ def test_cleaning_deletes_the_snapshots_of_the_segments_it_merges(
         store.append_batch(T, 0, idempotent(seq, ts=clock.now, key=b"k%d" % seq))
         store.roll(T, 0)
     assert snapshot_names(store) == [f"{o:020d}.snapshot" for o in (1, 2, 3, 4)]
-    store.clean_log(T, 0, clock.now)
+    manager_of(store).clean_log(T, 0, clock.now)
     # One group [0, 4) replaced segments 0-3: the snapshots at 1, 2, 3 go with them; the one at
     # the group's own base (none here) and at the active segment's base stay.
     assert [s.base_offset for s in store.segments(T, 0)] == [0, 4]
@@ -722,9 +723,9 @@ def test_the_background_task_removes_expired_producers(
     store.create_topic(T, 1)
     store.append_batch(T, 0, idempotent(0, ts=clock.now))
     clock.advance(1000)
-    store.start_background()
+    manager_of(store).start()
     deadline = time.monotonic() + 10
     while store.producer_state(T, 0) and time.monotonic() < deadline:
         time.sleep(0.01)
-    store.stop_background()
+    manager_of(store).stop()
     assert store.producer_state(T, 0) == []

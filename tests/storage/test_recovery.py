@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from compactlog.storage.store import CLEAN_SHUTDOWN_FILE, Store
+from compactlog.storage.datadir import CLEAN_SHUTDOWN_FILE
+from compactlog.storage.store import Store
 from tests.conftest import ManualClock
 
 StoreFactory = Callable[..., Store]

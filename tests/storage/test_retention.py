@@ -11,6 +11,7 @@ import pytest
 from compactlog.errors import OffsetOutOfRangeError, PolicyViolationError
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
+from tests.managed import close_managed, manager_of, open_managed
 
 StoreFactory = Callable[..., Store]
 
@@ -171,7 +172,7 @@ def test_no_resurrection_after_a_crash_during_deletion(
     store.append("t", 0, [(b"k", b"live")])
     store.run_retention()
     start = store.log_start_offset("t", 0)
-    store.abandon()  # crash: .deleted files left, checkpoint maybe stale
+    manager_of(store).abandon()  # crash: .deleted files left, checkpoint maybe stale
     again = open_store()
     assert again.log_start_offset("t", 0) == start
     assert [r.value for r in again.read("t", 0, start)] == [b"live"]
@@ -183,7 +184,7 @@ def test_delete_records_survives_a_crash(open_store: StoreFactory) -> None:
     store.create_topic("t", 1)
     store.append("t", 0, [(b"k", b"%d" % i) for i in range(10)])
     store.delete_records("t", 0, 4)
-    store.abandon()
+    manager_of(store).abandon()
     again = open_store()
     assert again.log_start_offset("t", 0) == 4
     with pytest.raises(OffsetOutOfRangeError):
@@ -193,7 +194,7 @@ def test_delete_records_survives_a_crash(open_store: StoreFactory) -> None:
 def test_background_service_runs_retention(tmp_path: Path, clock: ManualClock) -> None:
     import time
 
-    store = Store.open(
+    store = open_managed(
         tmp_path / "data",
         clock=clock,
         config={"log.retention.check.interval.ms": 20, "log.initial.task.delay.ms": 0},
@@ -207,7 +208,7 @@ def test_background_service_runs_retention(tmp_path: Path, clock: ManualClock) -
             time.sleep(0.02)
         assert len(store.segments("t", 0)) == 1
     finally:
-        store.close()
+        close_managed(store)
 
 
 def test_a_deleted_segment_takes_kafkas_transaction_index_with_it(
@@ -226,5 +227,5 @@ def test_a_deleted_segment_takes_kafkas_transaction_index_with_it(
     assert store.run_retention() == 2
     assert not os.path.exists(txn_index)
     assert os.path.exists(txn_index + ".deleted")  # with the segment's other files
-    store.close()
+    close_managed(store)
     assert not [n for n in os.listdir(directory) if n.startswith(f"{0:020d}")]

@@ -21,6 +21,7 @@ from compactlog.records import build_batch
 from compactlog.storage.partitioner import partition_for_key
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock, open_files_under
+from tests.managed import close_managed, manager_of, open_managed
 
 StoreFactory = Callable[..., Store]
 
@@ -80,7 +81,7 @@ def test_colliding_names_and_duplicates(open_store: StoreFactory) -> None:
 def test_a_data_dir_can_be_open_only_once(open_store: StoreFactory, tmp_path: Path) -> None:
     open_store()
     with pytest.raises(StorageError, match="in use"):
-        Store.open(tmp_path / "data")
+        open_managed(tmp_path / "data")
 
 
 def test_foreign_files_and_dirs_never_crash_startup(
@@ -89,7 +90,7 @@ def test_foreign_files_and_dirs_never_crash_startup(
     store = open_store()
     store.create_topic("t", 1)
     store.append("t", 0, [(b"k", b"v")])
-    store.close()
+    close_managed(store)
     data = tmp_path / "data"
     (data / "notes.txt").write_text("hello")
     (data / "not-a-partition").mkdir()
@@ -111,7 +112,7 @@ def test_checkpoint_files_in_kafkas_format(open_store: StoreFactory, tmp_path: P
     store.create_topic("orders", 2)
     store.append("orders", 1, [(b"k", b"v")] * 3)
     store.delete_records("orders", 1, 2)
-    store.close()
+    close_managed(store)
     data = tmp_path / "data"
     recovery = (data / "recovery-point-offset-checkpoint").read_text().splitlines()
     assert recovery[:2] == ["0", "2"]
@@ -140,7 +141,7 @@ def test_flush_messages_moves_the_recovery_point(open_store: StoreFactory) -> No
 def test_flush_ms_is_applied_by_the_background_flusher(tmp_path: Path, clock: ManualClock) -> None:
     import time
 
-    store = Store.open(
+    store = open_managed(
         tmp_path / "data",
         clock=clock,
         config={"log.flush.scheduler.interval.ms": 10, "log.initial.task.delay.ms": 0},
@@ -158,7 +159,7 @@ def test_flush_ms_is_applied_by_the_background_flusher(tmp_path: Path, clock: Ma
             time.sleep(0.01)
         assert log.recovery_point == 1
     finally:
-        store.close()
+        close_managed(store)
 
 
 def test_rolled_segments_are_flushed_by_the_background_thread(
@@ -166,7 +167,7 @@ def test_rolled_segments_are_flushed_by_the_background_thread(
 ) -> None:
     import time
 
-    store = Store.open(tmp_path / "data", clock=clock, background=True)
+    store = open_managed(tmp_path / "data", clock=clock, background=True)
     try:
         store.create_topic("t", 1)
         store.append("t", 0, [(b"k", b"v")] * 5)
@@ -177,7 +178,7 @@ def test_rolled_segments_are_flushed_by_the_background_thread(
             time.sleep(0.02)
         assert log.recovery_point == 5
     finally:
-        store.close()
+        close_managed(store)
 
 
 def test_preallocated_segments_are_trimmed_and_recover(
@@ -189,7 +190,7 @@ def test_preallocated_segments_are_trimmed_and_recover(
     log_file = tmp_path / "data" / "t-0" / "00000000000000000000.log"
     assert log_file.stat().st_size == 10_000
     store.append("t", 0, [(b"k", b"v")])
-    store.abandon()  # crash: the pre-allocated zeros remain
+    manager_of(store).abandon()  # crash: the pre-allocated zeros remain
     again = open_store()
     assert again.log_end_offset("t", 0) == 2
     assert [r.offset for r in again.read("t", 0)] == [0, 1]
@@ -263,7 +264,7 @@ def test_unknown_and_bad_configs_are_refused_with_their_name(open_store: StoreFa
         store.alter_config("t", set={"min.cleanable.dirty.ratio": "1.5"})
     assert store.describe_config("t")["min.cleanable.dirty.ratio"] == "0.5"
     with pytest.raises(ConfigError):
-        Store.open(store.path + "-other", config={"log.cleaner.bogus": 1})
+        open_managed(store.path + "-other", config={"log.cleaner.bogus": 1})
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
@@ -276,18 +277,18 @@ def test_no_file_stays_open_after_the_store_is_closed_or_abandoned(
     opens stores again and again; past 1024, ``select()``-based servers such as py4j's callback
     server die, which once hung a Spark stream in the test suite.)"""
     data = tmp_path / "data"
-    store = Store.open(data, clock=clock)
+    store = open_managed(data, clock=clock)
     store.create_topic(
         "t", 1, {"cleanup.policy": "compact", "segment.bytes": 1024, "file.delete.delay.ms": 60000}
     )
     for i in range(200):
         store.append("t", 0, [(b"k%d" % (i % 5), b"v" * 20)])
     store.roll("t", 0)
-    assert store.clean_log("t", 0).cleaned is not None
+    assert manager_of(store).clean_log("t", 0).cleaned is not None
     assert any(n.endswith(".deleted") for n in os.listdir(data / "t-0"))
     assert open_files_under(data)
     if shutdown == "close":
-        store.close()
+        close_managed(store)
     else:
-        store.abandon()
+        manager_of(store).abandon()
     assert open_files_under(data) == []

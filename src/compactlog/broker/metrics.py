@@ -27,9 +27,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 from compactlog.broker.limits import METRICS_REQUEST_MAX_BYTES, METRICS_REQUEST_TIMEOUT_S
-from compactlog.cleaner.service import LogCleaner
-from compactlog.errors import CompactlogError
-from compactlog.storage.store import Store
+from compactlog.log_manager import LogManager
 
 __all__ = ["CONTENT_TYPE", "BrokerMetrics", "MetricsServer", "prometheus_name", "render"]
 
@@ -112,7 +110,7 @@ class _Writer:
                 self.lines.append(f"{name} {_number(value)}")
 
 
-def render(metrics: BrokerMetrics, store: Store | None) -> str:
+def render(metrics: BrokerMetrics, logs: LogManager | None) -> str:
     """Every metric in Prometheus text format 0.0.4."""
     w = _Writer()
     names = sorted(metrics.requests)
@@ -170,8 +168,8 @@ def render(metrics: BrokerMetrics, store: Store | None) -> str:
         "Open client connections.",
         [({}, metrics.connections)],
     )
-    if store is not None:
-        _render_store(w, store)
+    if logs is not None:
+        _render_logs(w, logs)
     return "\n".join(w.lines) + "\n"
 
 
@@ -184,8 +182,8 @@ _LOG_GAUGES: tuple[tuple[str, str, Callable[..., float]], ...] = (
 )  # fmt: skip
 
 
-def _render_store(w: _Writer, store: Store) -> None:
-    logs = sorted(store.logs().items())
+def _render_logs(w: _Writer, manager: LogManager) -> None:
+    logs = sorted(manager.store.logs().items())
     for suffix, help_text, read in _LOG_GAUGES:
         w.metric(
             f"kafka_log_log_{suffix}",
@@ -193,12 +191,7 @@ def _render_store(w: _Writer, store: Store) -> None:
             help_text,
             (({"topic": t, "partition": p}, read(log)) for (t, p), log in logs),
         )
-    try:
-        cleaner = store.cleaner
-    except CompactlogError:
-        return
-    if not isinstance(cleaner, LogCleaner):
-        return
+    cleaner = manager.cleaner
     manager_names = set(cleaner.manager.gauges())
     for gauge, value in sorted(cleaner.gauges().items()):
         kind = "LogCleanerManager" if gauge in manager_names else "LogCleaner"

@@ -55,6 +55,7 @@ from compactlog.broker.metrics import MetricsServer, render
 from compactlog.broker.node_state import ProducerIdManager, load_cluster_id
 from compactlog.broker.offsets_topic import OFFSETS_TOPIC
 from compactlog.broker.settings import BrokerSettings
+from compactlog.log_manager import LogManager
 from compactlog.records import Compression, build_batch, decode_columns
 from compactlog.storage.store import Store, system_clock
 
@@ -141,6 +142,8 @@ class Broker:
         self.port: int = listen[1]
         self.metrics_port: int | None = None
         self.store: Store | None = None
+        #: The store's log manager (cleaner threads, periodic tasks); ``store`` is its store.
+        self.log_manager: LogManager | None = None
         self.settings: BrokerSettings | None = None
         self.ctx: BrokerContext | None = None
         self._server: asyncio.Server | None = None
@@ -173,19 +176,23 @@ class Broker:
         try:
             settings = BrokerSettings.from_mapping(self.config)
             self.settings = settings
-            self.store = await asyncio.to_thread(self._open_store, settings)
-            await self._start_serving(self.store, settings)
+            self.log_manager = await asyncio.to_thread(self._open_logs, settings)
+            self.store = self.log_manager.store
+            await self._start_serving(self.log_manager, settings)
         except BaseException:
             self._state = "stopped"
             await self._release()
             raise
         self._state = "running"
 
-    def _open_store(self, settings: BrokerSettings) -> Store:
+    def _open_logs(self, settings: BrokerSettings) -> LogManager:
         _load_record_kernels()
-        return Store.open(self.data_dir, self.clock, dict(settings.store_config), background=True)
+        return LogManager.open(
+            self.data_dir, self.clock, dict(settings.store_config), background=True
+        )
 
-    async def _start_serving(self, store: Store, settings: BrokerSettings) -> None:
+    async def _start_serving(self, logs: LogManager, settings: BrokerSettings) -> None:
+        store = logs.store
         cluster_id = load_cluster_id(store, settings.node_id)
         producer_ids = ProducerIdManager.load(store)
         self._stopped = asyncio.Event()
@@ -214,7 +221,7 @@ class Broker:
         self.host, self.port = str(bound[0]), int(bound[1])
         ctx.host, ctx.port = self._advertised()
         if self.metrics_listen is not None:
-            self._metrics_server = MetricsServer(lambda: render(ctx.metrics, store))
+            self._metrics_server = MetricsServer(lambda: render(ctx.metrics, logs))
             await self._metrics_server.start(*self.metrics_listen)
             self.metrics_port = self._metrics_server.port
         logger.info(
@@ -360,9 +367,9 @@ class Broker:
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
             self._server = None
-        if self.store is not None:
-            # Kept (closed) after the stop: its path and figures stay readable.
-            await asyncio.to_thread(self.store.close)
+        if self.log_manager is not None:
+            # The store is kept (closed) after the stop: its path and figures stay readable.
+            await asyncio.to_thread(self.log_manager.close)
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

@@ -42,7 +42,7 @@ from compactlog.cleaner.manager import (
 )
 from compactlog.cleaner.offset_map import CompactOffsetMap, SkimpyOffsetMap
 from compactlog.cleaner.service import LogCleaner
-from compactlog.errors import CompactlogError, CorruptRecordError
+from compactlog.errors import CorruptRecordError
 from compactlog.records import RecordColumns, decode_columns
 from compactlog.storage.config import BrokerConfig
 from compactlog.storage.log import Log
@@ -275,13 +275,6 @@ def _next_map_end(log: Log, first_dirty: int, first_uncleanable: int, max_keys: 
 # The range and the verdict of the selection
 
 
-def _manager(store: Store) -> LogCleanerManager:
-    cleaner = store.cleaner
-    if not isinstance(cleaner, LogCleaner):
-        raise CompactlogError("the store's cleaner is not compactlog's LogCleaner")
-    return cleaner.manager
-
-
 @dataclass
 class _View:
     """A log with its candidate range at ``now``, eligibility and reasons."""
@@ -424,14 +417,15 @@ def _view(store: Store, manager: LogCleanerManager, topic: str, partition: int, 
 
 
 def next_cleaning_range(
-    store: Store, topic: str, partition: int, now: int | None = None
+    cleaner: LogCleaner, topic: str, partition: int, now: int | None = None
 ) -> LogToClean:
     """The range and byte counts the next cleaning of this partition at ``now`` would use.
 
     Read-only: unlike the selection, a checkpoint outside the log is not rewritten.
     """
+    store = cleaner.store
     now = store.clock() if now is None else now
-    checkpoint = _manager(store).checkpoints().get((topic, partition))
+    checkpoint = cleaner.manager.checkpoints().get((topic, partition))
     return log_to_clean((topic, partition), store.log(topic, partition), checkpoint, now)
 
 
@@ -440,11 +434,11 @@ def next_cleaning_range(
 
 
 def cleaner_status(
-    store: Store, topic: str | None = None, now: int | None = None
+    cleaner: LogCleaner, topic: str | None = None, now: int | None = None
 ) -> list[PartitionStatus]:
     """Every partition of ``topic`` (or of every topic) as the next cleaner iteration sees it."""
+    store, manager = cleaner.store, cleaner.manager
     now = store.clock() if now is None else now
-    manager = _manager(store)
     max_keys = keys_per_pass(store.broker)
     topics = [topic] if topic is not None else store.topics()
     statuses = []
@@ -572,7 +566,7 @@ def _records_of(log: Log, key: bytes) -> list[_Stored]:
 
 
 def explain_key(
-    store: Store,
+    cleaner: LogCleaner,
     topic: str,
     key: bytes,
     partition: int | None = None,
@@ -580,10 +574,11 @@ def explain_key(
 ) -> list[KeyRecordExplanation]:
     """Every stored record of ``key`` in ``partition`` (default: the one Kafka's partitioner
     picks for the key), oldest first, each with what keeps it in the log and when it goes."""
+    store = cleaner.store
     now = store.clock() if now is None else now
     if partition is None:
         partition = key_partition(store, topic, key)
-    view = _view(store, _manager(store), topic, partition, now)
+    view = _view(store, cleaner.manager, topic, partition, now)
     stored = _records_of(view.log, key)
     if not stored:
         return []

@@ -43,10 +43,10 @@ from compactlog.cleaner.service import LogCleaner, new_cleaner
 from compactlog.cleaner.stats import CleanerStats, summary_message
 from compactlog.errors import CompactlogError, PolicyViolationError, StorageError
 from compactlog.storage.config import BrokerConfig, LogConfig
+from compactlog.storage.datadir import PartitionJobs
 from compactlog.storage.fs import OsFileSystem
 from compactlog.storage.loader import load_log
 from compactlog.storage.log import Log
-from compactlog.storage.store import PartitionJobs, Store
 from compactlog.storage.topic_names import partition_dir_name
 
 #: Where a job keeps its partition locks and scratch files, inside the data directory.
@@ -100,7 +100,7 @@ class PartitionOutcome:
 
 
 def plan_partitions(
-    store: Store,
+    cleaner: LogCleaner,
     topic: str,
     job_id: str,
     partitions: Sequence[int] | None = None,
@@ -110,6 +110,7 @@ def plan_partitions(
     """The cleaning range of each partition of ``topic`` (all by default) at ``now``, by the
     rules of an on-demand clean; raises :class:`PolicyViolationError` for a topic that is not
     compacted and :class:`CompactlogError` for an unknown partition."""
+    store = cleaner.store
     config = store.topic_config(topic)
     if not config.compact:
         raise PolicyViolationError(
@@ -122,7 +123,7 @@ def plan_partitions(
         if not 0 <= p < count:
             raise CompactlogError(f"topic {topic} has no partition {p} (it has {count})")
     now = store.clock() if now is None else now
-    checkpoints = _cleaner(store).manager.checkpoints()
+    checkpoints = cleaner.manager.checkpoints()
     plans = []
     for p in chosen:
         log = store.log(topic, p)
@@ -144,19 +145,12 @@ def plan_partitions(
     return plans
 
 
-def record_cleaned(store: Store, outcomes: Sequence[PartitionOutcome]) -> None:
+def record_cleaned(cleaner: LogCleaner, outcomes: Sequence[PartitionOutcome]) -> None:
     """Move the cleaner checkpoint of every successfully cleaned partition to its end offset."""
-    manager = _cleaner(store).manager
+    manager = cleaner.manager
     for outcome in outcomes:
         if outcome.end_offset is not None:
             manager.update_checkpoint((outcome.topic, outcome.partition), outcome.end_offset)
-
-
-def _cleaner(store: Store) -> LogCleaner:
-    cleaner = store.cleaner
-    if not isinstance(cleaner, LogCleaner):
-        raise CompactlogError("the store's cleaner is not compactlog's LogCleaner")
-    return cleaner
 
 
 def clean_partition(

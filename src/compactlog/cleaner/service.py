@@ -38,7 +38,7 @@ from compactlog.cleaner.throttler import Throttler
 from compactlog.errors import CompactlogError, PolicyViolationError, StorageError
 from compactlog.storage.config import BrokerConfig
 from compactlog.storage.log import Log
-from compactlog.storage.store import Store, register_cleaner
+from compactlog.storage.store import Store
 
 logger = logging.getLogger("compactlog.cleaner")
 
@@ -95,7 +95,7 @@ class CleanResult:
 
 
 class LogCleaner:
-    """The cleaner of one store. Created by the store (``import compactlog`` registers it)."""
+    """The cleaner of one store; :class:`~compactlog.log_manager.LogManager` creates it."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -315,8 +315,3 @@ class LogCleaner:
 
     def running(self) -> bool:
         return any(t.is_alive() for t in self._threads)
-
-
-def install() -> None:
-    """Register this cleaner with the storage layer (``import compactlog`` calls it)."""
-    register_cleaner(LogCleaner)

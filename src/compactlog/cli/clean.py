@@ -1,5 +1,5 @@
 """``clean``, ``cleaner-status`` and ``explain``: the log cleaner on demand, and why it does what
-it does (over :meth:`Store.clean`, :meth:`Store.clean_log` and
+it does (over :meth:`LogManager.clean`, :meth:`LogManager.clean_log` and
 :mod:`compactlog.cleaner.inspect`)."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-import compactlog  # noqa: F401 - installs the log cleaner into every Store opened from here on
 from compactlog.cleaner.inspect import (
     KeyRecordExplanation,
     PartitionStatus,
@@ -32,10 +31,10 @@ from compactlog.cli.common import (
     EXIT_USAGE,
     CliError,
     check_topic_name,
-    open_store,
+    open_logs,
 )
+from compactlog.log_manager import LogManager
 from compactlog.storage.segment import LOG_SUFFIX, filename_prefix
-from compactlog.storage.store import Store
 
 #: cleaner-status lists at most this many tombstones per partition in its table (--json: all).
 TOMBSTONES_SHOWN = 20
@@ -71,14 +70,13 @@ def _partition_name(tp: tuple[str, int]) -> str:
 # clean
 
 
-def _print_result(store: Store, result: CleanResult, *, selection: bool) -> None:
+def _print_result(cleaner: LogCleaner, result: CleanResult, *, selection: bool) -> None:
     """What one iteration (or one clean_log) did, with Kafka's summary lines."""
     if result.cleaned is not None and result.summary:
         for line in result.summary.strip("\n").splitlines():
             click.echo(line)
         if selection:
-            cleaner = store.cleaner
-            pre = cleaner.manager.last_pre_clean_stats if isinstance(cleaner, LogCleaner) else None
+            pre = cleaner.manager.last_pre_clean_stats
             if pre is not None and pre.delayed_partitions:
                 click.echo(
                     delayed_partitions_line(
@@ -109,15 +107,15 @@ def _failure(result: CleanResult) -> str | None:
 
 
 def _clean_store(
-    store: Store, now: int | None, until_clean: bool, max_rounds: int
+    logs: LogManager, now: int | None, until_clean: bool, max_rounds: int
 ) -> tuple[list[str], bool]:
-    """Cleaner iterations (Store.clean); returns the failures and whether work was left."""
+    """Cleaner iterations (LogManager.clean); returns the failures and whether work was left."""
     failures: list[str] = []
     for round_number in range(1, max_rounds + 1):
         if until_clean:
             click.echo(f"Round {round_number}:")
-        result = store.clean(now)
-        _print_result(store, result, selection=True)
+        result = logs.clean(now)
+        _print_result(logs.cleaner, result, selection=True)
         failure = _failure(result)
         if failure is not None:
             failures.append(failure)
@@ -136,18 +134,18 @@ def _clean_store(
 
 
 def _clean_partition(
-    store: Store,
+    logs: LogManager,
     topic: str,
     partition: int,
     now: int | None,
     until_clean: bool,
     max_rounds: int,
 ) -> tuple[list[str], bool]:
-    """Store.clean_log of one partition, repeated with --until-clean until the first dirty
+    """LogManager.clean_log of one partition, repeated with --until-clean until the first dirty
     offset reaches the first uncleanable offset; returns the failures and whether work was left."""
     name = f"{topic}-{partition}"
     for round_number in range(1, max_rounds + 1):
-        pending = next_cleaning_range(store, topic, partition, now)
+        pending = next_cleaning_range(logs.cleaner, topic, partition, now)
         fdo, fuo = pending.first_dirty_offset, pending.first_uncleanable_offset
         if fdo >= fuo:
             bound = f" ({pending.uncleanable_reason})" if pending.uncleanable_reason else ""
@@ -158,14 +156,14 @@ def _clean_partition(
             return [], False
         if until_clean:
             click.echo(f"{name}: round {round_number}: cleaning [{fdo}, {fuo})")
-        result = store.clean_log(topic, partition, now)
-        _print_result(store, result, selection=False)
+        result = logs.clean_log(topic, partition, now)
+        _print_result(logs.cleaner, result, selection=False)
         failure = _failure(result)
         if failure is not None:
             return [failure], False
         if not until_clean:
             return [], False
-    pending = next_cleaning_range(store, topic, partition, now)
+    pending = next_cleaning_range(logs.cleaner, topic, partition, now)
     return [], pending.first_dirty_offset < pending.first_uncleanable_offset
 
 
@@ -223,9 +221,10 @@ def clean(
     """
     if partitions and topic is None:
         raise click.UsageError("--partition needs a TOPIC")
-    with open_store(ctx) as store:
+    with open_logs(ctx) as logs:
+        store = logs.store
         if topic is None:
-            failures, unfinished = _clean_store(store, now, until_clean, max_rounds)
+            failures, unfinished = _clean_store(logs, now, until_clean, max_rounds)
         else:
             config = store.topic_config(topic)
             if not config.compact:
@@ -241,7 +240,7 @@ def clean(
             failures, unfinished = [], False
             for partition in chosen:
                 failed, left = _clean_partition(
-                    store, topic, partition, now, until_clean, max_rounds
+                    logs, topic, partition, now, until_clean, max_rounds
                 )
                 failures += failed
                 unfinished = unfinished or left
@@ -375,9 +374,9 @@ def cleaner_status_command(
     Exit codes: 0 success, 2 bad option or topic name, 3 unknown topic or a storage or data
     error.
     """
-    with open_store(ctx) as store:
-        at = store.clock() if now is None else now
-        statuses = cleaner_status(store, topic, at)
+    with open_logs(ctx) as logs:
+        at = logs.store.clock() if now is None else now
+        statuses = cleaner_status(logs.cleaner, topic, at)
     if as_json:
         doc = {"now": at, "partitions": [_status_json(s) for s in statuses]}
         click.echo(json.dumps(doc))
@@ -458,12 +457,13 @@ def explain(
     key, 3 unknown topic or partition, or a storage or data error.
     """
     raw_key = _key_argument(key, key_hex)
-    with open_store(ctx) as store:
+    with open_logs(ctx) as logs:
+        store = logs.store
         at = store.clock() if now is None else now
         count = store.partitions(topic)
         chosen = key_partition(store, topic, raw_key) if partition is None else partition
-        pending = next_cleaning_range(store, topic, chosen, at)
-        records = explain_key(store, topic, raw_key, chosen, at)
+        pending = next_cleaning_range(logs.cleaner, topic, chosen, at)
+        records = explain_key(logs.cleaner, topic, raw_key, chosen, at)
     source = (
         "--partition"
         if partition is not None

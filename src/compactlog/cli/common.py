@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, Protocol, TypeVar
 
 import click
 
@@ -18,6 +18,7 @@ from compactlog.errors import (
     InvalidPartitionsError,
     InvalidTopicError,
 )
+from compactlog.log_manager import LogManager
 from compactlog.storage.inspect import UnsupportedFileError
 from compactlog.storage.store import Store
 from compactlog.storage.topic_names import validate_topic_name
@@ -102,23 +103,46 @@ def state(ctx: click.Context) -> State:
     return obj if isinstance(obj, State) else State(None, False)
 
 
-@contextlib.contextmanager
-def open_store(ctx: click.Context, *, create: bool = False) -> Iterator[Store]:
-    """The store of ``--data-dir``, closed (cleanly) when the command ends."""
+class _Closeable(Protocol):
+    def close(self) -> None: ...
+
+
+_Opened = TypeVar("_Opened", bound=_Closeable)
+
+
+def _data_dir(ctx: click.Context, create: bool) -> str:
     path = state(ctx).require_data_dir()
     if not create and not os.path.isdir(path):
         raise CliError(
             f"the data directory {path} does not exist (topics create makes it)", EXIT_USAGE
         )
+    return path
+
+
+@contextlib.contextmanager
+def _opened(path: str, opener: Callable[[str], _Opened]) -> Iterator[_Opened]:
     try:
-        store = Store.open(path)
+        opened = opener(path)
     except USAGE_ERRORS as exc:
         # Opening takes no user input: a bad name or config here comes from the files.
         raise CliError(f"{path}: {library_error(exc).message}", EXIT_DATA_ERROR) from exc
     try:
-        yield store
+        yield opened
     finally:
-        store.close()
+        opened.close()
+
+
+def open_store(
+    ctx: click.Context, *, create: bool = False
+) -> contextlib.AbstractContextManager[Store]:
+    """The store of ``--data-dir``, closed (cleanly) when the command ends."""
+    return _opened(_data_dir(ctx, create), Store.open)
+
+
+def open_logs(ctx: click.Context) -> contextlib.AbstractContextManager[LogManager]:
+    """The store of ``--data-dir`` with its log cleaner (a :class:`LogManager`), closed
+    (cleanly) when the command ends."""
+    return _opened(_data_dir(ctx, False), LogManager.open)
 
 
 def binary_stdout() -> BinaryIO:

@@ -12,7 +12,6 @@ from typing import Any
 
 import click
 
-import compactlog  # noqa: F401 - installs the log cleaner into every Store opened from here on
 from compactlog.cli.clean import NOW_HELP
 from compactlog.cli.common import (
     EXIT_DATA_ERROR,

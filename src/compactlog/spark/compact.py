@@ -48,7 +48,8 @@ from compactlog.cleaner.offline import (
     record_cleaned,
 )
 from compactlog.errors import ConfigError, StorageError
-from compactlog.storage.store import DataDirLock, PartitionJobs, Store
+from compactlog.log_manager import LogManager
+from compactlog.storage.datadir import DataDirLock, PartitionJobs
 
 MODES = ("per-partition", "one-pass")
 Progress = Callable[[str], None]
@@ -99,9 +100,9 @@ def compact(
     job_id = uuid.uuid4().hex
     jobs = PartitionJobs(path)
     with DataDirLock(path) as lock:
-        with Store.open(path, config=broker_config, dir_lock=lock) as store:
-            plans = plan_partitions(store, topic, job_id, partitions, now, broker_config)
-            count = store.partitions(topic)
+        with LogManager.open(path, config=broker_config, dir_lock=lock) as logs:
+            plans = plan_partitions(logs.cleaner, topic, job_id, partitions, now, broker_config)
+            count = logs.store.partitions(topic)
         _clear_work_dir(path)
         jobs.begin(job_id)  # until a store opens again, the files are the job's
         todo = [p for p in plans if p.cleanable]
@@ -118,8 +119,8 @@ def compact(
         else:
             outcomes, survivors = _one_pass(spark, path, topic, count, todo, phases, say)
         clean_at = time.monotonic()
-        with Store.open(path, config=broker_config, dir_lock=lock) as store:
-            record_cleaned(store, outcomes)
+        with LogManager.open(path, config=broker_config, dir_lock=lock) as logs:
+            record_cleaned(logs.cleaner, outcomes)
         phases["record"] = time.monotonic() - clean_at
         _clear_work_dir(path)
     by_partition = {o.partition: o for o in outcomes}

@@ -104,8 +104,9 @@ from compactlog.spark._staging import (
     stream_journal_name,
     write_journal,
 )
+from compactlog.storage.datadir import LOCK_FILE
 from compactlog.storage.partitioner import partition_for_key
-from compactlog.storage.store import LOCK_FILE, Store
+from compactlog.storage.store import Store
 
 #: Records per appended batch: enough to amortise the 61-byte batch header and its CRC, few
 #: enough that a consumer's fetch of one batch stays small.

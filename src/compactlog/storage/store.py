@@ -1,15 +1,11 @@
-"""The store: a data directory of topics and partitions (Kafka's ``LogManager`` for one log dir).
+"""The store: the topics and partitions of one data directory.
 
-Layout of a data directory, as Kafka's log dir::
-
-    <data-dir>/
-      .lock                                  exclusive while a Store has it open
-      .kafka_cleanshutdown                   present only between a clean close and the next open
-      compactlog-topics.json                 topics, partition counts, topic configs (see below)
-      recovery-point-offset-checkpoint       Kafka's text format, one line per partition
-      log-start-offset-checkpoint
-      cleaner-offset-checkpoint              written by the cleaner
-      <topic>-<partition>/                   00000000000000000000.log, .index, .timeindex, ...
+A :class:`Store` opens a data directory (its files are described in
+:mod:`compactlog.storage.datadir`), loads every partition's :class:`~compactlog.storage.log.Log`,
+and owns the topic lifecycle (create, delete, configs), the partition lookup, the append and read
+facade over the logs, retention of ``delete`` topics, and the offset checkpoints. It runs no
+thread and knows no cleaner: :class:`compactlog.log_manager.LogManager` (Kafka's name) sits above
+it with the log cleaner and the scheduler of the periodic tasks.
 
 Kafka keeps topic metadata in its controller; compactlog keeps it in ``compactlog-topics.json``,
 written atomically. A partition directory whose topic is not in that file is ignored with a
@@ -28,29 +24,11 @@ unclean stop), checkpoints are read (a malformed one counts as missing and force
 and every partition is loaded by :func:`compactlog.storage.loader.load_log`.
 
 Closing: every log is flushed and its files trimmed, the checkpoints are written, then the marker.
-
-The marker is written as Kafka 3.8+ writes it, ``{"version":0,"brokerEpoch":N}``: its presence
-means a clean shutdown (to Kafka and to compactlog alike), and Kafka 4.x also reads the broker
-epoch in it when the broker registers, telling the controller that the broker's last incarnation
-stopped cleanly; an empty or unreadable marker makes the controller treat every partition of the
-broker as after an unclean shutdown (it bumps their leader epochs). A store carries the epoch of
-the marker it found at open over to the marker it writes at close; without one (compactlog's own
-directory, or a Kafka directory after a crash) it writes Kafka's "unknown" epoch, -1.
-
-Background service (``background=True``): one thread runs Kafka's periodic tasks, retention of
-``delete``-only topics every ``log.retention.check.interval.ms`` (first after
-``log.initial.task.delay.ms``), the ``flush.ms`` check every ``log.flush.scheduler.interval.ms``,
-the two offset checkpoints at their intervals, and the removal of expired producer ids every
-``producer.id.expiration.check.interval.ms``. Decisions use the store's clock; only the
-thread's sleeping uses real time.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import itertools
-import json
 import logging
 import os
 import random
@@ -78,6 +56,14 @@ from compactlog.storage.checkpoint import (
     OffsetCheckpointFile,
 )
 from compactlog.storage.config import BrokerConfig, LogConfig
+from compactlog.storage.datadir import (
+    CLEAN_SHUTDOWN_FILE,
+    NO_BROKER_EPOCH,
+    DataDirLock,
+    PartitionJobs,
+    clean_shutdown_marker,
+    read_broker_epoch,
+)
 from compactlog.storage.file_records import FileBatch
 from compactlog.storage.fs import FileSystem, OsFileSystem, write_file_atomically
 from compactlog.storage.kraft_metadata import METADATA_DIR
@@ -105,58 +91,20 @@ from compactlog.storage.validator import ValidatedAppend
 
 logger = logging.getLogger("compactlog.storage")
 
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-LOCK_FILE = ".lock"
-#: Kafka's "unknown broker epoch", written in the clean-shutdown marker when none is known.
-NO_BROKER_EPOCH = -1
-
 Clock = Callable[[], int]
 
 
-def read_broker_epoch(marker: bytes) -> int:
-    """The broker epoch of a clean-shutdown marker (Kafka's ``CleanShutdownFileHandler``
-    content); :data:`NO_BROKER_EPOCH` for an empty or unreadable one."""
-    try:
-        epoch = json.loads(marker.decode("utf-8"))["brokerEpoch"]
-    except (ValueError, KeyError, TypeError):
-        return NO_BROKER_EPOCH
-    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else NO_BROKER_EPOCH
+class PartitionRemovalListener(Protocol):
+    """Told around the removal of a partition (a topic deletion): the log cleaner implements
+    it, and :class:`~compactlog.log_manager.LogManager` registers it with
+    :meth:`Store.add_removal_listener`, so that no cleaning of a partition runs while its files
+    go (Kafka's ``LogManager.asyncDelete`` aborts the cleaning the same way)."""
 
+    def abort_and_pause(self, topic: str, partition: int) -> None:
+        """Before: stop any cleaning of the partition and keep it from starting again."""
 
-def clean_shutdown_marker(broker_epoch: int) -> bytes:
-    """The clean-shutdown marker's content, byte for byte as Kafka writes it."""
-    return json.dumps({"version": 0, "brokerEpoch": broker_epoch}, separators=(",", ":")).encode()
-
-
-class StoreCleaner(Protocol):
-    """What the store needs of a log cleaner (implemented by :mod:`compactlog.cleaner`).
-
-    The storage layer may not import the cleaner (the layers point downwards), so the cleaner
-    registers a factory with :func:`register_cleaner`; ``import compactlog`` does that.
-    """
-
-    def clean(self, now: int | None = None) -> Any: ...
-
-    def clean_log(self, topic: str, partition: int, now: int | None = None) -> Any: ...
-
-    def start(self) -> None: ...
-
-    def shutdown(self) -> None: ...
-
-    def abort_and_pause(self, topic: str, partition: int) -> None: ...
-
-    def resume(self, topic: str, partition: int) -> None: ...
-
-    def forget_partition(self, topic: str, partition: int) -> None: ...
-
-
-_cleaner_factory: Callable[[Store], StoreCleaner] | None = None
-
-
-def register_cleaner(factory: Callable[[Store], StoreCleaner]) -> None:
-    """Install the log cleaner every Store opened from now on gets."""
-    global _cleaner_factory  # noqa: PLW0603 - a one-time plug-in registration
-    _cleaner_factory = factory
+    def forget_partition(self, topic: str, partition: int) -> None:
+        """After: drop every state kept for the partition."""
 
 
 RecordInput = (
@@ -176,141 +124,6 @@ class SegmentInfo(NamedTuple):
     base_offset: int
     size: int
     path: str
-
-
-class DataDirLock:
-    """The exclusive lock on a data directory (``flock`` on its ``.lock`` file).
-
-    A :class:`Store` takes it for as long as it is open. A job that works on the files without
-    a store open (the Spark compaction) holds it itself, so that no store (a broker, the CLI,
-    the in-process cleaner) opens the directory meanwhile. The lock belongs to the open file,
-    so it dies with the process: a killed job leaves no stale lock behind.
-    """
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = os.path.abspath(os.fspath(path))
-        self._fd = -1
-
-    @property
-    def held(self) -> bool:
-        return self._fd >= 0
-
-    def acquire(self) -> DataDirLock:
-        """Take the lock; raises :class:`StorageError` at once if another holder has it."""
-        if self._fd >= 0:
-            return self
-        lock_path = os.path.join(self.path, LOCK_FILE)
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise StorageError(f"cannot open {lock_path}: {exc.strerror}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            raise StorageError(
-                f"the data directory {self.path} is in use by another process"
-            ) from exc
-        self._fd = fd
-        return self
-
-    def release(self) -> None:
-        if self._fd >= 0:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-                os.close(self._fd)
-            self._fd = -1
-
-    def __enter__(self) -> DataDirLock:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-class PartitionJobs:
-    """The handshake between a store and a job that rewrites partitions with no store open
-    (a Spark compaction): its tasks may run in processes the job's driver does not own, and
-    outlive it (a killed driver leaves Python workers finishing their task).
-
-    * The driver holds the :class:`DataDirLock` and names the running job in
-      ``.compaction-jobs/current`` (:meth:`begin`).
-    * A task takes its partition's lock, ``.compaction-jobs/locks/<topic>-<partition>``, and
-      then checks that its job is still the current one (:meth:`task`); otherwise it stops.
-    * A store, once it holds the directory lock, first forgets the current job, then refuses to
-      open while any partition lock is held (:meth:`check_idle`).
-
-    Whatever the interleaving, a task that passed its check holds its lock before the store
-    looks at the locks, and a task that checks after the store forgot the job stops: a store
-    and a task never work on the files at once.
-    """
-
-    DIR = ".compaction-jobs"
-
-    def __init__(self, data_dir: str) -> None:
-        self.path = os.path.join(os.path.abspath(data_dir), self.DIR)
-        self._current = os.path.join(self.path, "current")
-        self._locks = os.path.join(self.path, "locks")
-
-    def begin(self, job_id: str) -> None:
-        """Name ``job_id`` the running job (the caller holds the directory lock, no store is
-        open). The clean-shutdown marker goes first: a crash while the job owns the files must
-        not look like a clean shutdown to the next store."""
-        fs = OsFileSystem()
-        data_dir = os.path.dirname(self.path)
-        marker = os.path.join(data_dir, CLEAN_SHUTDOWN_FILE)
-        if fs.exists(marker):
-            fs.remove(marker)
-            fs.sync_dir(data_dir)
-        os.makedirs(self._locks, exist_ok=True)
-        write_file_atomically(fs, self._current, job_id.encode())
-
-    def end(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(self._current)
-
-    def check_idle(self) -> None:
-        """Forget the current job; raise :class:`StorageError` while a task holds a lock."""
-        self.end()
-        try:
-            names = sorted(os.listdir(self._locks))
-        except FileNotFoundError:
-            return
-        for name in names:
-            fd = os.open(os.path.join(self._locks, name), os.O_RDWR)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                raise StorageError(
-                    f"partition {name} of {os.path.dirname(self.path)} is still being rewritten "
-                    "by a task of a compaction job (its driver may be gone); open the store "
-                    "again once that task has finished"
-                ) from exc
-            finally:
-                os.close(fd)
-
-    @contextlib.contextmanager
-    def task(self, job_id: str, partition_dir_name: str) -> Iterator[None]:
-        """Hold the partition's lock (waiting for another attempt of the same task) while the
-        job ``job_id`` is the current one; raises :class:`StorageError` when it is not."""
-        os.makedirs(self._locks, exist_ok=True)
-        fd = os.open(os.path.join(self._locks, partition_dir_name), os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                with open(self._current, "rb") as f:
-                    current = f.read().decode()
-            except FileNotFoundError:
-                current = ""
-            if current != job_id:
-                raise StorageError(
-                    f"compaction job {job_id} is no longer running on "
-                    f"{os.path.dirname(self.path)} (its driver is gone); not touching "
-                    f"{partition_dir_name}"
-                )
-            yield
-        finally:
-            os.close(fd)
 
 
 class Store:
@@ -338,9 +151,7 @@ class Store:
         self._dir_lock: DataDirLock | None = None
         self._owns_lock = False
         self._closed = False
-        self._background: threading.Thread | None = None
-        self._cleaner: StoreCleaner | None = None
-        self._stop = threading.Event()
+        self._removal_listeners: list[PartitionRemovalListener] = []
         self.had_clean_shutdown = False
         #: The broker epoch of a Kafka clean-shutdown marker found at open (see the docstring).
         self._broker_epoch = NO_BROKER_EPOCH
@@ -366,17 +177,17 @@ class Store:
         config: Mapping[str, Any] | None = None,
         *,
         fs: FileSystem | None = None,
-        background: bool = False,
         rng: random.Random | None = None,
         dir_lock: DataDirLock | None = None,
     ) -> Store:
         """Open (creating if needed) the data directory ``path`` and recover its logs.
 
         ``clock`` returns epoch milliseconds and drives every time decision (default: the wall
-        clock). ``config`` holds broker settings by Kafka's names. ``background=True`` starts the
-        periodic retention, flush and checkpoint tasks. ``dir_lock``: the directory's lock,
-        already held by the caller, who keeps it after the store closes (a job that works on
-        the files between two openings); by default the store takes and releases the lock.
+        clock). ``config`` holds broker settings by Kafka's names. ``dir_lock``: the
+        directory's lock, already held by the caller, who keeps it after the store closes (a job
+        that works on the files between two openings); by default the store takes and releases
+        the lock. The store has no cleaner and runs no thread: open a
+        :class:`~compactlog.log_manager.LogManager` for those.
         """
         broker = BrokerConfig.from_dict(dict(config or {}))
         store = cls(
@@ -388,10 +199,6 @@ class Store:
         )
         store._dir_lock = dir_lock
         store._open()
-        if _cleaner_factory is not None:
-            store._cleaner = _cleaner_factory(store)
-        if background:
-            store.start_background()
         return store
 
     def __enter__(self) -> Store:
@@ -558,9 +365,9 @@ class Store:
     def delete_topic(self, name: str) -> None:
         """Delete a topic and all its data (an in-progress cleaning of it is aborted first)."""
         info = self._topic(name)
-        if self._cleaner is not None:
-            for partition in range(info.partitions):
-                self._cleaner.abort_and_pause(name, partition)
+        for partition in range(info.partitions):
+            for listener in self._removal_listeners:
+                listener.abort_and_pause(name, partition)
         with self._lock:
             self._check_open()
             info = self._topic(name)
@@ -572,8 +379,8 @@ class Store:
                 if log is not None:
                     log.delete()
                 self.load_stats.pop((name, partition), None)
-                if self._cleaner is not None:
-                    self._cleaner.forget_partition(name, partition)
+                for listener in self._removal_listeners:
+                    listener.forget_partition(name, partition)
             self.fs.sync_dir(self.path)
 
     def topics(self) -> list[str]:
@@ -775,29 +582,6 @@ class Store:
             self.write_log_start_offset_checkpoint()
         return deleted
 
-    # --- the cleaner ----------------------------------------------------------------------------
-    @property
-    def cleaner(self) -> StoreCleaner:
-        """The log cleaner of this store (``import compactlog`` installs it)."""
-        if self._cleaner is None:
-            raise CompactlogError("no log cleaner is installed: import compactlog first")
-        return self._cleaner
-
-    def clean(self, now: int | None = None) -> Any:
-        """One cleaner iteration, exactly as a Kafka cleaner thread runs it.
-
-        Selects and cleans the filthiest eligible compacted log, then runs retention on the
-        compacted logs; returns what it did. A log whose cleaning fails is marked uncleanable
-        and reported in the result, never raised. Works whether or not background cleaning runs.
-        """
-        return self.cleaner.clean(now)
-
-    def clean_log(self, topic: str, partition: int, now: int | None = None) -> Any:
-        """Clean this log now, whatever its dirty ratio or compaction lag (never the active
-        segment, never inside ``min.compaction.lag.ms``; no retention)."""
-        self.log(topic, partition)
-        return self.cleaner.clean_log(topic, partition, now)
-
     # --- durability ---------------------------------------------------------------------------
     def flush(self) -> None:
         """fsync every log and write the recovery-point checkpoint."""
@@ -832,9 +616,6 @@ class Store:
         """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
         if self._closed:
             return
-        self.stop_background()
-        if self._cleaner is not None:
-            self._cleaner.shutdown()
         with self._lock:
             try:
                 for log in self._logs.values():
@@ -856,9 +637,6 @@ class Store:
 
     def abandon(self) -> None:
         """Drop the store without a clean shutdown (tests: what a crash leaves on disk)."""
-        self.stop_background()
-        if self._cleaner is not None:
-            self._cleaner.shutdown()
         for log in self._logs.values():
             log.close_without_flush()
         self._closed = True
@@ -868,80 +646,22 @@ class Store:
         if self._owns_lock and self._dir_lock is not None:
             self._dir_lock.release()
 
-    # --- background service -------------------------------------------------------------------
-    def start_background(self) -> None:
-        """Start Kafka's periodic tasks (retention, flush.ms, checkpoints) in one thread, and
-        the cleaner threads when ``log.cleaner.enable`` is true."""
-        if self._background is not None:
-            return
-        if self._cleaner is not None and self.broker.cleaner_enable:
-            self._cleaner.start()
-        self._stop.clear()
-        thread = threading.Thread(
-            target=self._run_background, name="compactlog-scheduler", daemon=True
-        )
-        self._background = thread
-        thread.start()
-
-    def stop_background(self) -> None:
-        thread = self._background
-        if thread is None:
-            return
-        self._stop.set()
-        thread.join()
-        self._background = None
-
-    def _run_background(self) -> None:
-        broker = self.broker
-        start = time.monotonic()
-        tasks: list[tuple[float, float, Callable[[], object]]] = [
-            (broker.initial_task_delay_ms, broker.retention_check_interval_ms, self.run_retention),
-            (
-                broker.initial_task_delay_ms,
-                broker.flush_scheduler_interval_ms,
-                self._flush_due_logs,
-            ),
-            (
-                broker.initial_task_delay_ms,
-                broker.recovery_point_checkpoint_interval_ms,
-                self.write_recovery_point_checkpoint,
-            ),
-            (
-                broker.initial_task_delay_ms,
-                broker.log_start_offset_checkpoint_interval_ms,
-                self.write_log_start_offset_checkpoint,
-            ),
-            (0, 1000, self._remove_deleted_files),
-            (
-                broker.producer_id_expiration_check_interval_ms,
-                broker.producer_id_expiration_check_interval_ms,
-                self.remove_expired_producers,
-            ),
-        ]
-        due = [start + delay / 1000 for delay, _, _ in tasks]
-        while not self._stop.is_set():
-            now = time.monotonic()
-            for i, (_, interval, task) in enumerate(tasks):
-                if now >= due[i]:
-                    try:
-                        task()
-                    except CompactlogError:
-                        logger.exception(
-                            "background task %s failed", getattr(task, "__name__", task)
-                        )
-                    due[i] = now + max(interval, 1) / 1000
-            self._stop.wait(max(0.0, min(due) - time.monotonic()))
-
-    def _flush_due_logs(self) -> None:
+    def flush_due_logs(self) -> None:
+        """Flush the logs whose ``flush.ms`` has passed (Kafka's periodic flush task)."""
         now = self.clock()
         for log in list(self._logs.values()):
             log.flush_if_due(now)
 
-    def _remove_deleted_files(self) -> None:
+    def remove_deleted_files(self) -> None:
+        """Remove the ``.deleted`` files whose ``file.delete.delay.ms`` has passed."""
         now = self.clock()
         for log in list(self._logs.values()):
             log.flush_pending()
             log.remove_deleted_files(now)
+
+    def add_removal_listener(self, listener: PartitionRemovalListener) -> None:
+        """Tell ``listener`` before and after a partition is removed (see the protocol)."""
+        self._removal_listeners.append(listener)
 
 
 def _remove_tree(fs: FileSystem, path: str) -> None:

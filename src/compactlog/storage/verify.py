@@ -80,6 +80,7 @@ from compactlog.storage.checkpoint import (
     MalformedCheckpointError,
     parse_checkpoint,
 )
+from compactlog.storage.datadir import CLEAN_SHUTDOWN_FILE, LOCK_FILE
 from compactlog.storage.fs import OsFileSystem
 from compactlog.storage.kraft_metadata import (
     META_PROPERTIES,
@@ -95,7 +96,6 @@ from compactlog.storage.segment import (
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
 )
-from compactlog.storage.store import CLEAN_SHUTDOWN_FILE, LOCK_FILE
 from compactlog.storage.topic_catalog import (
     PARTITION_METADATA_FILE,
     TOPICS_FILE,

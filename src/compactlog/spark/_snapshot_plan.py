@@ -22,14 +22,15 @@ import os
 import re
 from dataclasses import dataclass
 
-from compactlog.errors import CompactlogError, UnknownTopicOrPartitionError
+from compactlog.errors import CompactlogError, StorageError, UnknownTopicOrPartitionError
 from compactlog.spark.source import (
     _log_end_offset,
     _log_start_offsets,
     _partition_dirs,
     _segment_files,
 )
-from compactlog.storage.topic_catalog import TOPICS_FILE
+from compactlog.storage.fs import ReadOnlyFileSystem
+from compactlog.storage.topic_catalog import read_topics_file
 from compactlog.storage.topic_names import validate_topic_name
 
 FORMAT = 1
@@ -60,11 +61,11 @@ def _topic_id(data_dir: str, topic: str) -> str | None:
     """The topic id from the store's topics file; None without a readable one (a data
     directory copied without it: recreation of the topic then goes unnoticed)."""
     try:
-        with open(os.path.join(data_dir, TOPICS_FILE), "rb") as f:
-            doc = json.loads(f.read().decode("utf-8"))
-        return str(doc["topics"][topic]["topic_id"])
-    except (OSError, ValueError, KeyError, TypeError):
+        topics = read_topics_file(ReadOnlyFileSystem(), data_dir)
+    except (StorageError, OSError):
         return None
+    info = None if topics is None else topics.get(topic)
+    return None if info is None else info.topic_id
 
 
 def topic_layout(data_dir: str, topic: str) -> TopicLayout:

@@ -22,9 +22,9 @@ One row per topic-partition (:class:`PartitionReport`). Record figures come from
   of superseded records was. The cleaner's own answer is ``first_dirty_offset``.
 
 File figures come from the data directory on the driver, without opening a store: its lock may
-be held by a broker or the CLI, and opening would recover the logs. :mod:`._readonly_log` loads
-the logs read-only, and the cleaner manager's :func:`~compactlog.cleaner.manager.log_to_clean`
-computes, as for the next cleaning at ``now``:
+be held by a broker or the CLI, and opening would recover the logs.
+:mod:`compactlog.storage.readonly` loads the logs read-only, and the cleaner manager's
+:func:`~compactlog.cleaner.manager.log_to_clean` computes, as for the next cleaning at ``now``:
 
 * ``bytes``: all ``.log`` segment file bytes of the partition;
 * ``first_dirty_offset``: the partition's ``cleaner-offset-checkpoint`` entry (the log start
@@ -71,11 +71,11 @@ from compactlog.spark._gaps import (
     join_pieces,
     track_pieces,
 )
-from compactlog.spark._readonly_log import read_checkpoint, read_only_log, read_topics
 from compactlog.spark._report_chart import write_chart
 from compactlog.spark.source import log_reader, register
 from compactlog.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT
 from compactlog.storage.config import BrokerConfig, LogConfig
+from compactlog.storage.readonly import read_checkpoint, read_only_log, read_topics
 from compactlog.storage.store import system_clock
 
 TopicPartition = tuple[str, int]

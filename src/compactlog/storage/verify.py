@@ -49,7 +49,6 @@ The segment and index checks live in :mod:`compactlog.storage._segment_checks`, 
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Final
@@ -81,7 +80,7 @@ from compactlog.storage.checkpoint import (
     parse_checkpoint,
 )
 from compactlog.storage.datadir import CLEAN_SHUTDOWN_FILE, LOCK_FILE
-from compactlog.storage.fs import OsFileSystem
+from compactlog.storage.fs import OsFileSystem, ReadOnlyFileSystem
 from compactlog.storage.kraft_metadata import (
     META_PROPERTIES,
     METADATA_DIR,
@@ -100,6 +99,7 @@ from compactlog.storage.topic_catalog import (
     PARTITION_METADATA_FILE,
     TOPICS_FILE,
     is_kafka_log_dir,
+    read_topics_file,
 )
 from compactlog.storage.topic_names import parse_partition_dir_name, parse_special_dir_name
 
@@ -271,21 +271,14 @@ def _read_topics(report: VerifyReport, root: str) -> dict[str, tuple[int, str]] 
     if not os.path.isfile(path):
         return None
     try:
-        with _ReadOnlyFile(path) as file:
-            doc = json.loads(file.read_all().decode("utf-8"))
-        topics = {}
-        for name, entry in doc["topics"].items():
-            partitions = int(entry["partitions"])
-            if partitions < 1:
-                raise ValueError(f"topic {name!r} has {partitions} partitions")
-            topics[str(name)] = (partitions, str(entry["topic_id"]))
-            dict(entry["config"])
-        return topics
-    except (ValueError, KeyError, TypeError, AttributeError, StorageError) as exc:
+        catalog = read_topics_file(ReadOnlyFileSystem(), root)
+    except (StorageError, OSError) as exc:
+        cause = exc.__cause__ or exc  # the parser's own words, without the store's sentence
         report.problems.append(
-            Problem(path, None, f"damaged, the store refuses to open the data directory: {exc}")
+            Problem(path, None, f"damaged, the store refuses to open the data directory: {cause}")
         )
         return None
+    return None if catalog is None else {n: (i.partitions, i.topic_id) for n, i in catalog.items()}
 
 
 def _read_checkpoint(report: VerifyReport, root: str, name: str) -> dict[tuple[str, int], int]:

@@ -3,7 +3,7 @@
 :meth:`Store.open <compactlog.storage.store.Store.open>` takes the directory's lock and recovers
 every log (it completes swaps, rebuilds indexes, truncates torn tails), so a report cannot use it
 while a broker, the CLI or a Spark job has the directory open, and must not change a directory
-it only looks at. The storage layer has no read-only mode, so this module builds the store's own
+it only looks at. This is the storage layer's read-only mode: it builds the store's own
 objects, a :class:`~compactlog.storage.log.Log` of real
 :class:`~compactlog.storage.segment.LogSegment`\\ s, over
 :class:`~compactlog.storage.fs.ReadOnlyFileSystem`: files are opened ``O_RDONLY`` and every
@@ -23,7 +23,6 @@ now and then, so a log start moved by retention or DeleteRecords may show a litt
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from collections.abc import Iterator
@@ -36,7 +35,7 @@ from compactlog.storage.config import BrokerConfig, LogConfig
 from compactlog.storage.fs import ReadOnlyFileSystem
 from compactlog.storage.log import Log, segment_settings
 from compactlog.storage.segment import LOG_SUFFIX, LogSegment
-from compactlog.storage.topic_catalog import TOPICS_FILE, adopt_catalog
+from compactlog.storage.topic_catalog import TOPICS_FILE, adopt_catalog, read_topics_file
 from compactlog.storage.topic_names import partition_dir_name
 
 
@@ -53,23 +52,19 @@ def read_topics(data_dir: str, broker: BrokerConfig) -> dict[str, TopicEntry]:
     """The store's topics with their effective configs (overrides over ``broker``'s defaults)."""
     if not os.path.isdir(data_dir):
         raise StorageError(f"the data directory {data_dir} does not exist")
-    path = os.path.join(data_dir, TOPICS_FILE)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
+    catalog = read_topics_file(ReadOnlyFileSystem(), data_dir)
+    if catalog is None:
         return _adopted_topics(data_dir, broker)
-    except OSError as exc:
-        raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
     topics = {}
-    try:
-        for name, entry in json.loads(raw.decode("utf-8"))["topics"].items():
-            overrides = {str(k): str(v) for k, v in entry["config"].items()}
-            topics[name] = TopicEntry(
-                name, int(entry["partitions"]), LogConfig.create(overrides, broker)
-            )
-    except (ValueError, KeyError, TypeError, AttributeError, CompactlogError) as exc:
-        raise StorageError(f"{path} is damaged ({exc}); cannot tell which topics exist") from exc
+    for name, info in catalog.items():
+        try:
+            config = LogConfig.create(info.overrides, broker)
+        except CompactlogError as exc:
+            raise StorageError(
+                f"{os.path.join(data_dir, TOPICS_FILE)} is damaged (topic {name!r}: {exc}); "
+                "cannot tell which topics exist"
+            ) from exc
+        topics[name] = TopicEntry(name, info.partitions, config)
     return topics
 
 

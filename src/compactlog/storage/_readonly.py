@@ -12,25 +12,19 @@ import os
 import re
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, Final
 
 from compactlog.errors import StorageError
 from compactlog.records import (
-    HEADER_SIZE_UP_TO_MAGIC,
-    LOG_OVERHEAD,
-    MAGIC_V2,
-    MIN_BATCH_LENGTH,
     BatchHeader,
     compute_crc,
 )
-from compactlog.records.batch import HEADER_STRUCT
 from compactlog.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
 )
-from compactlog.storage.file_records import MIN_BATCH_LENGTH_FIELD
+from compactlog.storage.file_records import FileBatch, WalkEnd, iter_file_batches
 from compactlog.storage.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
 
 #: Bytes read from a ``.log`` file at a time; a batch larger than this is read whole.
@@ -65,7 +59,7 @@ class _ReadOnlyFile:
         self.path = path
         try:
             self._fd = os.open(path, os.O_RDONLY)
-            self.size = os.fstat(self._fd).st_size
+            self._size = os.fstat(self._fd).st_size
         except OSError as exc:
             raise StorageError(f"cannot open {path}: {exc.strerror or exc}") from exc
 
@@ -75,8 +69,12 @@ class _ReadOnlyFile:
         except OSError as exc:
             raise StorageError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
 
+    def size(self) -> int:
+        """The file's length when it was opened."""
+        return self._size
+
     def read_all(self) -> bytes:
-        return self.read_at(0, self.size)
+        return self.read_at(0, self._size)
 
     def close(self) -> None:
         os.close(self._fd)
@@ -95,91 +93,17 @@ def _file_offset(path: str) -> int | None:
 
 
 # --------------------------------------------------------------------------------------------
-# Walking the batches of a .log file
+# Walking the batches of a .log file: the one walk, with its stop recorded
 
 
-@dataclass
-class _WalkEnd:
-    """Where and why a walk over a ``.log`` file stopped."""
-
-    position: int = 0
-    #: None: the data ended exactly at the end of the file.
-    problem: str | None = None
-    torn: bool = False
+def _walk(file: _ReadOnlyFile, end: WalkEnd) -> Iterator[FileBatch]:
+    """Every framed batch of ``file`` (:func:`~compactlog.storage.file_records.iter_file_batches`
+    with a :class:`WalkEnd`): ``end`` says where the walk stopped and why. Anything after the
+    first failure is unreachable for a reader, so the walk stops there."""
+    return iter_file_batches(file, chunk_size=READ_CHUNK, stop=end)
 
 
-@dataclass(frozen=True)
-class _Batch:
-    position: int
-    header: BatchHeader
-    data: memoryview
-
-
-def _walk(file: _ReadOnlyFile, end: _WalkEnd) -> Iterator[_Batch]:
-    """Every framed batch of ``file``; ``end`` says where the walk stopped and why.
-
-    Framing (spec 1.6): the 17 bytes up to the magic must be present, the length field at least
-    14, the whole batch present, the magic 2 and batchLength at least 49. Anything after the
-    first failure is unreachable for a reader, so the walk stops there.
-    """
-    size = file.size
-    position = 0
-    chunk = b""
-    chunk_start = 0
-    while True:
-        end.position = position
-        remaining = size - position
-        if remaining == 0:
-            return
-        if remaining < HEADER_SIZE_UP_TO_MAGIC:
-            end.torn = True
-            end.problem = (
-                f"torn tail: {remaining} bytes after the last complete batch, too few for a "
-                "batch header"
-            )
-            return
-        offset = position - chunk_start
-        if offset < 0 or offset + HEADER_SIZE_UP_TO_MAGIC > len(chunk):
-            chunk, chunk_start, offset = (
-                file.read_at(position, min(READ_CHUNK, remaining)),
-                position,
-                0,
-            )
-        _, length = _OFFSET_AND_LENGTH.unpack_from(chunk, offset)
-        if length < MIN_BATCH_LENGTH_FIELD:
-            end.problem = (
-                f"record size {length} is smaller than the minimum record overhead "
-                f"({MIN_BATCH_LENGTH_FIELD}); {remaining} bytes from here are unreadable"
-            )
-            return
-        total = length + LOG_OVERHEAD
-        if total > remaining:
-            end.torn = True
-            end.problem = (
-                f"torn tail: the batch here claims {total} bytes but only {remaining} remain "
-                "(a partial write, or a damaged length field)"
-            )
-            return
-        magic = chunk[offset + HEADER_SIZE_UP_TO_MAGIC - 1]
-        if magic != MAGIC_V2:
-            end.problem = f"unsupported magic {magic} (only {MAGIC_V2} is written since Kafka 0.11)"
-            return
-        if length < MIN_BATCH_LENGTH:
-            end.problem = (
-                f"batchLength {length} is less than the v2 minimum {MIN_BATCH_LENGTH}; "
-                f"{remaining} bytes from here are unreadable"
-            )
-            return
-        if offset + total > len(chunk):
-            chunk = file.read_at(position, max(total, min(READ_CHUNK, remaining)))
-            chunk_start, offset = position, 0
-        data = memoryview(chunk)[offset : offset + total]
-        header = BatchHeader._make(HEADER_STRUCT.unpack_from(data))
-        yield _Batch(position, header, data)
-        position += total
-
-
-def _crc_problem(batch: _Batch) -> str | None:
+def _crc_problem(batch: FileBatch) -> str | None:
     computed = compute_crc(batch.data, 0, len(batch.data))
     if computed == batch.header.crc:
         return None

@@ -16,8 +16,8 @@ from compactlog.storage._readonly import (
     _header_problem,
     _ReadOnlyFile,
     _walk,
-    _WalkEnd,
 )
+from compactlog.storage.file_records import WalkEnd
 from compactlog.storage.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
 from compactlog.storage.segment import MAX_RELATIVE_OFFSET
 
@@ -101,9 +101,9 @@ def _scan_segment(
     :mod:`compactlog.storage.verify`)."""
     scan = _SegmentScan(path, base_offset)
     found = _FileProblems(path)
-    end = _WalkEnd()
+    end = WalkEnd()
     with _ReadOnlyFile(path) as file:
-        scan.size = file.size
+        scan.size = file.size()
         expected = (
             base_offset if previous_next_offset is None else max(base_offset, previous_next_offset)
         )

@@ -30,7 +30,6 @@ from compactlog.storage._readonly import (
     _TIME_ENTRY,
     CHECKPOINT_FILES,
     TXN_ENTRY_SIZE,
-    _Batch,
     _crc_problem,
     _file_offset,
     _header_problem,
@@ -38,7 +37,6 @@ from compactlog.storage._readonly import (
     _read_index_entries,
     _ReadOnlyFile,
     _walk,
-    _WalkEnd,
 )
 from compactlog.storage._segment_checks import (
     _check_offset_index,
@@ -46,6 +44,7 @@ from compactlog.storage._segment_checks import (
     _scan_segment,
 )
 from compactlog.storage.checkpoint import MalformedCheckpointError, parse_checkpoint
+from compactlog.storage.file_records import FileBatch, WalkEnd
 from compactlog.storage.producer_snapshot import decode_snapshot
 from compactlog.storage.producer_state import decrement_sequence
 from compactlog.storage.segment import (
@@ -98,7 +97,7 @@ def _timestamp_type_name(header: BatchHeader) -> str:
     )
 
 
-def _batch_line(batch: _Batch, valid: bool) -> str:
+def _batch_line(batch: FileBatch, valid: bool) -> str:
     """Kafka's ``printBatchLevel`` for a v2 batch, field for field."""
     h = batch.header
     horizon = h.delete_horizon_ms
@@ -142,7 +141,7 @@ def _control_text(key: bytes | None, value: bytes | None) -> str:
         return f" controlType: invalid ({exc})"
 
 
-def _record_lines(batch: _Batch, print_data: bool) -> Iterator[str]:
+def _record_lines(batch: FileBatch, print_data: bool) -> Iterator[str]:
     """Kafka's ``dumpBatchRecords``: metadata of every record, then key and payload."""
     header = batch.header
     records = RecordBatch(batch.data).records(MAX_DECOMPRESSED_PER_BATCH, verify_crc=False)
@@ -171,7 +170,7 @@ def _dump_log(path: str, print_data: bool) -> Iterator[str]:
     if base is not None:
         yield f"Log starting offset: {base}"
     problems: list[str] = []
-    end = _WalkEnd()
+    end = WalkEnd()
     with _ReadOnlyFile(path) as file:
         for batch in _walk(file, end):
             problem = _crc_problem(batch) or _header_problem(batch.header)
@@ -187,7 +186,7 @@ def _dump_log(path: str, print_data: bool) -> Iterator[str]:
         if end.problem is not None and end.torn:
             # Kafka's printTrailingBytes.
             name = os.path.basename(path)
-            yield f"Found {file.size - end.position} invalid bytes at the end of {name}"
+            yield f"Found {file.size() - end.position} invalid bytes at the end of {name}"
     if end.problem is not None:
         problems.append(f"position {end.position}: {end.problem}")
     _raise_problems(path, problems, CorruptRecordError)

@@ -49,7 +49,7 @@ from compactlog.protocol import RequestHeader, decode_response, encode_request
 from compactlog.protocol.messages.produce import InitProducerIdRequest, ProduceRequest
 from compactlog.records import Compression, RecordBatch, build_batch
 from compactlog.storage.store import Store
-from tests.broker.conftest import recv_frame
+from tests.broker.helpers.wire import recv_frame
 from tests.kafka.harness import (
     CleanerSummary,
     KafkaBroker,

@@ -5,7 +5,7 @@ Theory of operation
 
 :class:`Broker` owns, for its data directory: the store (opened with its background threads:
 the log cleaner, retention, flushes, checkpoints), the group coordinator on ``__consumer_offsets``
-(:mod:`.coordinator`), the listening socket, one :class:`Connection` per client, and
+(:mod:`compactlog.broker.groups`), the listening socket, one :class:`Connection` per client, and
 optionally the metrics endpoint. Everything but the store's own threads runs on one asyncio event
 loop:
 

@@ -9,7 +9,7 @@ compacted topic with ``segment.bytes`` = ``--segment-mib`` (128). Two update ord
 (``--order``): ``shuffled``, the updates in a uniformly random order, so that nearly every batch
 keeps some of its records and is rebuilt (the realistic case); ``rounds``, every key once, then
 every key again, so that a batch is either dropped whole or kept verbatim (the best case). The
-log is rolled, then one cleaning (``Store.clean_log`` with the offset map of the job) runs in a
+log is rolled, then one cleaning (``LogManager.clean_log`` with the offset map of the job) runs in a
 fresh subprocess that opens the store and cleans, after warming the compiled kernels on a tiny
 store. This is repeated ``--repeats`` (3) times on the log as built, each cleaning between the
 bound's reads and its write; the figures are medians, and every repeat is listed.
@@ -382,7 +382,7 @@ def emit_cleaning(
     seconds = c["seconds"]
     rewrite_seconds = max(seconds - c["index_seconds"], 1e-9)
     common = {
-        "what": "Store.clean_log of the whole rolled log in a fresh process, the median of "
+        "what": "LogManager.clean_log of the whole rolled log in a fresh process, the median of "
         "--repeats cleanings of the same log; MB/s = bytes the cleaner read to rewrite the log "
         "/ wall seconds of the cleaning (map pass included)",
         "order": updates.order,

@@ -39,7 +39,7 @@ Figures:
   end offset is the first uncleanable offset planned before it, and a count of the records
   after (through the data source) equals ``--keys``. Limit: ``dd`` write (fdatasync) of the
   same directory, before and after the job.
-* ``kafka_in_process_passes``: Kafka's own way on a copy of the same log: ``Store.clean_log``
+* ``kafka_in_process_passes``: Kafka's own way on a copy of the same log: ``LogManager.clean_log``
   (one pass each, the default 128 MiB buffer, one thread) in a fresh process after a warm-up,
   ``--kafka-passes`` times (all by default, until the log is clean); seconds of the passes summed
   and of each, the passes it took against ``kafka_passes_needed``, and the Spark job's seconds.
@@ -682,7 +682,7 @@ def bench_compaction(args: argparse.Namespace, root: str) -> None:
             passes=kafka["passes"],
             spark_one_pass_seconds=_r(facts["seconds"]),
             seconds_ratio_kafka_over_spark=_r(seconds / facts["seconds"]),
-            what="Store.clean_log (one cleaning pass each, 128 MiB dedupe buffer, one thread) "
+            what="LogManager.clean_log (one cleaning pass each, 128 MiB dedupe buffer, one thread) "
             "of a copy of the same log in a fresh process after a warm-up; value = the passes' "
             "seconds summed",
         )

@@ -21,7 +21,7 @@ For each log:
 2. **The cleaner.** Kafka's files of that log are copied into a compactlog data directory, so
    both cleaners start from the same bytes. Kafka's cleaner (one thread, its default 128 MiB
    dedupe buffer and MD5 offset map) cleans it in the broker: its own summary line gives the
-   MB/s ("N MB of log processed in S seconds"). compactlog's cleaner (``Store.clean``, the
+   MB/s ("N MB of log processed in S seconds"). compactlog's cleaner (``LogManager.clean``, the
    Kafka offset map, the same buffer) cleans the copy; its figure is computed the same way
    (bytes read over the round's time). Both run warm: Kafka's JVM cleans a 64 MiB log of the
    same shape first (the measured topic waits with ``min.cleanable.dirty.ratio=1`` until

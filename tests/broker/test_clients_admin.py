@@ -14,19 +14,15 @@ from typing import Any
 
 import pytest
 
-from tests.broker.conftest import (
+from tests.broker.helpers.clients import (
     CLIENT_TIMEOUT_S,
-    append,
-    create_topic,
-    kcat,
-    log_start_offset,
     needs_aiokafka,
     needs_confluent,
     needs_kafka_python,
     needs_kcat,
-    on_broker,
-    topics,
 )
+from tests.broker.helpers.kcat import kcat
+from tests.broker.helpers.store import append, create_topic, log_start_offset, on_broker, topics
 
 
 def partitions(broker: Any, topic: str) -> int:

@@ -16,19 +16,15 @@ from typing import Any
 
 import pytest
 
-from tests.broker.conftest import (
-    CLIENTS,
-    INSTALLED,
-    client_params,
+from tests.broker.helpers.any_client import produce, read
+from tests.broker.helpers.clients import CLIENTS, INSTALLED, client_params, wait_until
+from tests.broker.helpers.store import (
     create_topic,
     end_offsets,
     log_end_offset,
     on_broker,
-    produce,
-    read,
     stored,
     stored_batches,
-    wait_until,
 )
 from tests.managed import manager_of
 

@@ -43,9 +43,10 @@ from typing import Any
 import pytest
 
 from compactlog.storage.store import Store
-from tests.broker.conftest import (
-    CliBroker,
-    ForkedBroker,
+from tests.broker.helpers.any_client import read
+from tests.broker.helpers.clients import needs_aiokafka, needs_confluent, needs_kafka_python
+from tests.broker.helpers.server import CliBroker, ForkedBroker
+from tests.broker.helpers.wire import (
     Reader,
     Wire,
     array,
@@ -56,13 +57,9 @@ from tests.broker.conftest import (
     i32,
     i64,
     metadata_body,
-    needs_aiokafka,
-    needs_confluent,
-    needs_kafka_python,
     parse_create_topics_response,
     parse_produce_response,
     produce_body,
-    read,
     string,
 )
 

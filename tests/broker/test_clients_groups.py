@@ -15,17 +15,16 @@ from typing import Any
 
 import pytest
 
-from tests.broker.conftest import (
+from tests.broker.helpers.any_client import read
+from tests.broker.helpers.clients import (
     CLIENT_TIMEOUT_S,
-    Brokers,
-    append,
-    create_topic,
     needs_aiokafka,
     needs_confluent,
     needs_kafka_python,
     needs_kcat,
-    read,
 )
+from tests.broker.helpers.server import Brokers
+from tests.broker.helpers.store import append, create_topic
 
 pytestmark = [
     pytest.mark.broker,

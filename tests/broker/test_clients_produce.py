@@ -20,25 +20,26 @@ from typing import Any
 
 import pytest
 
-from tests.broker.conftest import (
+from tests.broker.helpers.any_client import produce, read
+from tests.broker.helpers.clients import (
     CLIENTS,
     CODEC_IDS,
     CODECS,
     INSTALLED,
-    Brokers,
     by_partition,
     client_params,
-    create_topic,
-    end_offsets,
-    kcat,
     keyed_records,
-    log_end_offset,
     needs_aiokafka,
     needs_confluent,
     needs_kafka_python,
     needs_kcat,
-    produce,
-    read,
+)
+from tests.broker.helpers.kcat import kcat
+from tests.broker.helpers.server import Brokers
+from tests.broker.helpers.store import (
+    create_topic,
+    end_offsets,
+    log_end_offset,
     stored,
     stored_codecs,
 )

@@ -6,7 +6,7 @@
   ``message.max.bytes``, decompression bombs, idle and half-sent connections, pipelining.
 * R18: bad topic names through CreateTopics, Metadata auto-creation and Produce.
 
-Requests are written by hand (conftest's raw-wire helpers): no client sends these.
+Requests are written by hand (tests/broker/helpers/wire.py): no client sends these.
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ from typing import Any
 import pytest
 
 from compactlog.records import Compression, build_batch
-from tests.broker.conftest import (
+from tests.broker.helpers.clients import wait_until
+from tests.broker.helpers.server import CliBroker
+from tests.broker.helpers.store import append, create_topic, log_end_offset, topics
+from tests.broker.helpers.wire import (
     API_VERSIONS,
     ATTRIBUTES_AT,
     BATCH_LENGTH_AT,
@@ -35,20 +38,16 @@ from tests.broker.conftest import (
     METADATA,
     NOW_MS,
     PRODUCE,
-    CliBroker,
     Closed,
     Reader,
     Wire,
-    append,
     batch,
-    create_topic,
     create_topics_body,
     fix_crc,
     good_batch,
     i8,
     i16,
     i32,
-    log_end_offset,
     metadata_body,
     parse_create_topics_response,
     parse_metadata_topic_errors,
@@ -56,9 +55,7 @@ from tests.broker.conftest import (
     produce_body,
     record,
     string,
-    topics,
     varint,
-    wait_until,
 )
 
 pytestmark = [

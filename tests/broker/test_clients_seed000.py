@@ -17,14 +17,10 @@ from typing import Any
 import pytest
 
 from compactlog.storage.store import Store
-from tests.broker.conftest import (
-    Brokers,
-    create_topic,
-    kcat,
-    needs_gawk,
-    needs_kcat,
-    on_broker,
-)
+from tests.broker.helpers.clients import needs_gawk, needs_kcat
+from tests.broker.helpers.kcat import kcat
+from tests.broker.helpers.server import Brokers
+from tests.broker.helpers.store import create_topic, on_broker
 from tests.managed import manager_of, open_managed
 
 pytestmark = [

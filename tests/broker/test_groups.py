@@ -13,15 +13,11 @@ from typing import Any
 
 import pytest
 
-from compactlog.broker.groups import (
-    GroupCoordinator,
-    GroupCoordinatorConfig,
-    JoinGroupResult,
-    MemberIdentity,
-    OffsetCommitPartition,
-    Pending,
-)
-from compactlog.broker.offsets_topic import OFFSETS_TOPIC
+from compactlog.broker.coordinator.api import JoinGroupResult, MemberIdentity, OffsetCommitPartition
+from compactlog.broker.coordinator.config import GroupCoordinatorConfig
+from compactlog.broker.coordinator.delayed import Pending
+from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
+from compactlog.broker.coordinator.service import GroupCoordinator
 from compactlog.errors import StorageError
 from compactlog.protocol.codes import (
     FENCED_INSTANCE_ID,

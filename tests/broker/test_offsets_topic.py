@@ -8,8 +8,7 @@ from collections.abc import Callable
 import pytest
 
 import compactlog  # noqa: F401 - installs the cleaner
-from compactlog.broker.groups import GroupCoordinator
-from compactlog.broker.offsets_topic import (
+from compactlog.broker.coordinator.offsets_topic import (
     OFFSETS_TOPIC,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -29,6 +28,7 @@ from compactlog.broker.offsets_topic import (
     kafka_abs,
     partition_for,
 )
+from compactlog.broker.coordinator.service import GroupCoordinator
 from compactlog.errors import CorruptRecordError
 from compactlog.records import Record
 from compactlog.storage.store import Store

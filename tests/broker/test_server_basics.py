@@ -28,7 +28,7 @@ from compactlog.protocol.messages import (
     ProduceRequest,
 )
 from compactlog.records import Compression, build_batch
-from tests.broker.conftest import recv_frame
+from tests.broker.helpers.wire import recv_frame
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
 

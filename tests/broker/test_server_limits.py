@@ -19,7 +19,7 @@ from compactlog.errors import ConfigError
 from compactlog.protocol import RequestHeader, encode_request
 from compactlog.protocol import codes as c
 from compactlog.protocol.messages import ApiVersionsRequest
-from tests.broker.conftest import Closed
+from tests.broker.helpers.wire import Closed
 from tests.broker.test_server_basics import (
     API_VERSIONS,
     FETCH,

@@ -1,8 +1,8 @@
 """R11 (reads concurrent with cleaning and retention) and the background cleaner threads.
 
 R11: a reader thread reads the whole partition of a ``compact,delete`` topic again and again
-with ``Store.read`` while the main thread appends, rolls, cleans (``Store.clean``: cleaning swaps
-segments, and the cleaner's retention pass deletes the oldest ones under ``retention.bytes``,
+with ``Store.read`` while the main thread appends, rolls, cleans (``LogManager.clean``: cleaning
+swaps segments, and the cleaner's retention pass deletes the oldest ones under ``retention.bytes``,
 raising the log start offset). Checked in every pass: offsets strictly increase (so no record is
 served twice), every record is the one appended at its offset, and no read fails except with
 ``OffsetOutOfRangeError`` for a start offset that a concurrent retention run moved the log start
@@ -322,7 +322,7 @@ def test_store_closed_mid_clean_reopens_consistent(tmp_path: Path) -> None:
 
 
 def test_on_demand_cleaning_alongside_background_threads(tmp_path: Path) -> None:
-    """Store.clean() from application threads while the cleaner threads run: each cleaner (and
+    """LogManager.clean() from application threads while the cleaner threads run: each cleaner (and
     its offset map) serves one thread at a time, so no round corrupts another."""
     store = open_managed(
         tmp_path / "data",

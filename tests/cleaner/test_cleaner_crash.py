@@ -1,12 +1,12 @@
 """R9: crashes during cleaning.
 
 (1) Enumerated crash points. A compacted log of several segments, with tombstones whose delete
-horizon has passed and enough dirt that one ``Store.clean`` rewrites three groups (two of them of
-two segments), is cleaned once with a :class:`FaultInjectingFileSystem` to number its mutating
+horizon has passed and enough dirt that one ``LogManager.clean`` rewrites three groups (two of them
+of two segments), is cleaned once with a :class:`FaultInjectingFileSystem` to number its mutating
 calls. Then, for every call k of that clean (and again with a torn write at every k that is a
-write), a fresh copy of the data directory is opened with a filesystem that crashes at k, the
-clean runs until the crash, the store object is dropped without closing (the crash closed its
-files), and a normal store reopens the directory. Checked after every restart:
+write), a fresh copy of the data directory is opened with a filesystem that crashes at k, the clean
+runs until the crash, the store object is dropped without closing (the crash closed its files), and
+a normal store reopens the directory. Checked after every restart:
 
 * the log loads, and no ``.cleaned``, ``.swap`` or ``.deleted`` file is left once it has;
 * each segment group holds exactly its records from before the clean or exactly those from
@@ -17,8 +17,8 @@ files), and a normal store reopens the directory. Checked after every restart:
   those from before; offsets strictly increase (0 duplicates); every key's latest value is there
   (0 lost latest values) and a deleted key can only be absent if the uninterrupted clean removed
   its tombstone too;
-* the next ``Store.clean`` ends with exactly the records of the uninterrupted clean, and a
-  further ``Store.clean`` changes no byte of any file (the fixpoint).
+* the next ``LogManager.clean`` ends with exactly the records of the uninterrupted clean, and a
+  further ``LogManager.clean`` changes no byte of any file (the fixpoint).
 
 The named points of R9 are found in the trace and reported (all are among the enumerated k):
 a partial ``.cleaned`` (torn write), a complete ``.cleaned``, k of n files renamed to ``.swap``,

@@ -1,8 +1,8 @@
 """R8: cleaner properties, as a Hypothesis state machine compared against a plain list model.
 
 Rules: appends of 1 to 8 records (keys ``k01`` to ``k50``, unique values, about 10 % tombstones,
-a random codec), rolls, cleaner runs (``Store.clean(now)``, or ``Store.clean_log`` whatever the
-dirty ratio), clock advances (some past ``delete.retention.ms``), resets of the cleaner
+a random codec), rolls, cleaner runs (``LogManager.clean(now)``, or ``LogManager.clean_log``
+whatever the dirty ratio), clock advances (some past ``delete.retention.ms``), resets of the cleaner
 checkpoint to the log start offset (the whole log is dirty again: cleaning cleaned data must
 change nothing but expired tombstones), clean and unclean reopens (the log must come back byte
 for byte, the checkpoint too, and a clean shutdown must leave nothing to recover), and, on
@@ -12,7 +12,7 @@ switches the topic to ``compact`` (spec 5.13: data written before the switch may
 Topic configs are drawn per example: ``segment.bytes`` (groups of one or several segments),
 ``index.interval.bytes`` (so that map building starts from real index entries),
 ``delete.retention.ms`` (0, 1 s, 60 s), ``min.compaction.lag.ms`` (0 or 3 s: some segments stay
-uncleanable), ``min.cleanable.dirty.ratio`` (0.01 or 0.5: ``Store.clean`` then often declines)
+uncleanable), ``min.cleanable.dirty.ratio`` (0.01 or 0.5: ``LogManager.clean`` then often declines)
 and the offset map (Kafka's or compactlog's compact one).
 
 After every cleaner run the log is compared with what spec 5.4 says it must be, computed
@@ -29,8 +29,9 @@ checkpoint) and the first uncleanable offset (active segment, ``min.compaction.l
 (d) every batch at or after the first uncleanable offset, and every segment file there, is
     byte-identical;
 (e) the log start offset and the log end offset are unchanged;
-(f) a second run with no new data (``Store.clean(now)`` and ``Store.clean_log``) changes no byte
-    of any file of the partition (``.deleted`` files awaiting ``file.delete.delay.ms`` aside);
+(f) a second run with no new data (``LogManager.clean(now)`` and ``LogManager.clean_log``)
+    changes no byte of any file of the partition (``.deleted`` files awaiting
+    ``file.delete.delay.ms`` aside);
 (g) not applicable: compactlog has no idempotent producers, so there is no producer state whose
     last batch must be kept (spec 5.6).
 
@@ -387,7 +388,7 @@ class CleanerMachine(RuleBasedStateMachine):
         after = snapshot(store)
         assert result.uncleanable == {}, result.uncleanable
         context = (
-            f"clean #{self.cleans} at {now} ({'clean_log' if on_demand else 'Store.clean'}): "
+            f"clean #{self.cleans} at {now} ({'clean_log' if on_demand else 'LogManager.clean'}): "
             f"expected range [{fdo}, {fuo}), cleaned={result.cleaned} "
             f"range=[{result.first_dirty_offset}, {result.end_offset})"
         )
@@ -417,7 +418,7 @@ class CleanerMachine(RuleBasedStateMachine):
 
         # (f) a second run with no new data changes nothing, byte for byte.
         again = manager_of(store).clean(now)
-        assert again.cleaned is None, f"second Store.clean cleaned again ({context})"
+        assert again.cleaned is None, f"second LogManager.clean cleaned again ({context})"
         if result.cleaned is not None:
             again = manager_of(store).clean_log(TOPIC, 0, now)
             assert again.stats is None, f"second clean_log rewrote the log ({context})"

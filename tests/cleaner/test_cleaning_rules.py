@@ -1221,7 +1221,7 @@ def test_the_checkpoint_is_an_exclusive_bound(open_store: StoreFactory, clock: M
     assert (10, b"k1", b"v") in state(store)
 
 
-# --- selection through Store.clean (spec 4) ------------------------------------------------------
+# --- selection through LogManager.clean (spec 4) --------------------------------------------------
 
 
 def test_only_topics_with_compact_in_their_policy_are_cleaned(

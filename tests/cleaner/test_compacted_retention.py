@@ -1,6 +1,6 @@
 """Retention of compacted topics, done by the cleaner's iteration (spec 4.2, 4.6, 4.8, 6, 9.11).
 
-``compact,delete`` topics get time and size retention from ``Store.clean`` (the retention pass
+``compact,delete`` topics get time and size retention from ``LogManager.clean`` (the retention pass
 that follows every selection); pure ``compact`` topics only lose whole segments below the log
 start offset; the periodic ``run_retention`` task leaves both alone.
 """

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.broker.conftest import CliBroker
+from tests.broker.helpers.server import CliBroker
 from tests.kafka.harness import KafkaBroker, unavailable
 
 _REASON = unavailable()

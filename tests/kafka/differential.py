@@ -11,13 +11,13 @@ How one *stage* runs (``Differential.stage``):
    directory gets the same topics and configs and, for every partition, Kafka's own segment,
    index and producer-snapshot files and checkpoints: both cleaners start from the same bytes.
 3. **Kafka cleans.** compactlog first runs its own cleaner iterations on one copy
-   (``Store.clean`` until none finds a log to clean, at ``now`` = the stage's start): the
+   (``LogManager.clean`` until none finds a log to clean, at ``now`` = the stage's start): the
    *natural* run, which says which logs it would clean, in which rounds, to which checkpoint.
    Kafka restarts with its cleaner on and cleans on its own; the stage waits until Kafka's
    ``cleaner-offset-checkpoint`` holds what compactlog's does (and nothing was cleaned for a
    while), then stops it cleanly. Its cleaner log gives every round (log, dirty section,
    figures).
-4. **compactlog replays Kafka's rounds** on a second copy, one ``Store.clean_log`` per round,
+4. **compactlog replays Kafka's rounds** on a second copy, one ``LogManager.clean_log`` per round,
    each at the time that round of Kafka's ran. A delete horizon is "the cleaning's start time +
    delete.retention.ms" (spec 5.5), so a round that stamped horizons gives its time exactly;
    the others are given the time their summary was logged (no byte depends on it).
@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 from compactlog.protocol import RequestHeader, decode_response, encode_request
 from compactlog.protocol.messages.produce import InitProducerIdRequest, ProduceRequest
 from compactlog.records import Compression, RecordBatch, build_batch
-from tests.broker.conftest import recv_frame
+from tests.broker.helpers.wire import recv_frame
 from tests.kafka.harness import (
     CleanerSummary,
     KafkaBroker,
@@ -360,9 +360,9 @@ def figures(summary: str) -> tuple[str, ...]:
 class StageResult:
     """Kafka's cleaning of a stage beside compactlog's, two ways.
 
-    ``natural``: compactlog's own cleaner iterations (``Store.clean`` until it finds nothing),
+    ``natural``: compactlog's own cleaner iterations (``LogManager.clean`` until it finds nothing),
     at the stage's start time: which logs it cleans, in which rounds, to which checkpoint.
-    ``replay``: Kafka's rounds, one by one, with ``Store.clean_log`` at the time each of
+    ``replay``: Kafka's rounds, one by one, with ``LogManager.clean_log`` at the time each of
     Kafka's rounds ran (from the delete horizons it stamped): the files, byte for byte.
     """
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.broker.conftest import CliBroker
+from tests.broker.helpers.server import CliBroker
 from tests.kafka.harness import LIBS, TOOL_JVM_OPTS, TOOLS, KafkaBroker, run_tool, tools_log4j
 
 #: Broker settings both brokers share: Kafka's harness runs node 1 with groups that form at once.

@@ -261,8 +261,8 @@ def test_the_spark_report_reads_the_catalog_the_store_would_adopt(
     kafka_dir: tuple[Path, dict[str, bytes]],
 ) -> None:
     pytest.importorskip("pyspark")
-    from compactlog.storage.readonly import read_topics
     from compactlog.storage.config import BrokerConfig
+    from compactlog.storage.readonly import read_topics
 
     data, _ = kafka_dir
     before = tree_hashes(data)

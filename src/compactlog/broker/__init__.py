@@ -16,15 +16,9 @@ Modules:
 * :mod:`~compactlog.broker.metrics` - counters, and ``GET /metrics`` in Prometheus text format;
 * :mod:`~compactlog.broker.node_state` - the cluster id and producer-id blocks kept in the data
   directory;
-* :mod:`~compactlog.broker.groups` - the classic consumer-group coordinator (JoinGroup, SyncGroup,
-  Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups),
-  sans-I/O, with its state in ``__consumer_offsets``;
-* :mod:`~compactlog.broker.group_api` - error codes, configs and result types of the group APIs;
-* :mod:`~compactlog.broker.classic_group` - one group's members and state machine;
-* :mod:`~compactlog.broker.membership` - JoinGroup, SyncGroup, Heartbeat, LeaveGroup;
-* :mod:`~compactlog.broker.rebalance` - join phases, deadlines and sessions between requests;
-* :mod:`~compactlog.broker.offsets` - committed offsets and their expiry;
-* :mod:`~compactlog.broker.offsets_topic` - the record layouts of ``__consumer_offsets`` and the
-  group-to-partition hash;
-* :mod:`~compactlog.broker.delayed` - delayed responses and the coordinator's timer.
+* :mod:`~compactlog.broker.coordinator` - Kafka's group coordinator for classic consumer groups
+  (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
+  DescribeGroups, DeleteGroups), sans-I/O, with its state in ``__consumer_offsets``; it imports
+  nothing of the broker around it (``lint-imports`` checks this), and the request handlers of the
+  group APIs (:mod:`~compactlog.broker.handlers.groups`) call it.
 """

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from compactlog.broker.groups import GroupCoordinator
+from compactlog.broker.coordinator.service import GroupCoordinator
 from compactlog.broker.metrics import BrokerMetrics
 from compactlog.broker.node_state import NODE_ID, ProducerIdManager
 from compactlog.broker.settings import BrokerSettings

@@ -4,10 +4,10 @@ Theory of operation
 -------------------
 
 :class:`Broker` owns, for its data directory: the store (opened with its background threads:
-the log cleaner, retention, flushes, checkpoints), the group coordinator on ``__consumer_offsets``
-(:mod:`compactlog.broker.groups`), the listening socket, one :class:`Connection` per client, and
-optionally the metrics endpoint. Everything but the store's own threads runs on one asyncio event
-loop:
+the log cleaner, retention, flushes, checkpoints), the group coordinator on
+``__consumer_offsets`` (:mod:`compactlog.broker.coordinator`), the listening socket, one
+:class:`Connection` per client, and optionally the metrics endpoint. Everything but the store's
+own threads runs on one asyncio event loop:
 
 * **Connections** are served concurrently; within one, requests are handled one at a time, in
   order (:mod:`compactlog.broker.connection`). A Fetch long poll or a delayed JoinGroup suspends
@@ -49,11 +49,11 @@ from typing import Any, TypeVar
 
 from compactlog.broker.connection import Connection
 from compactlog.broker.context import BrokerContext
-from compactlog.broker.groups import GroupCoordinator
+from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
+from compactlog.broker.coordinator.service import GroupCoordinator
 from compactlog.broker.limits import SHUTDOWN_GRACE_S
 from compactlog.broker.metrics import MetricsServer, render
 from compactlog.broker.node_state import ProducerIdManager, load_cluster_id
-from compactlog.broker.offsets_topic import OFFSETS_TOPIC
 from compactlog.broker.settings import BrokerSettings
 from compactlog.log_manager import LogManager
 from compactlog.records import Compression, build_batch, decode_columns

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-from compactlog.broker.group_api import GroupCoordinatorConfig
+from compactlog.broker.coordinator.config import GroupCoordinatorConfig
 from compactlog.broker.limits import (
     DEFAULT_CONNECTIONS_MAX_IDLE_MS,
     DEFAULT_FAILED_REQUEST_CLOSE_DELAY_MS,

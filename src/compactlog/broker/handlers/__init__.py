@@ -14,6 +14,6 @@ escapes is a bug, logged by the connection, which then closes.
 * :mod:`.configs` - DescribeConfigs, AlterConfigs, IncrementalAlterConfigs;
 * :mod:`.cluster` - DescribeCluster, DescribeTopicPartitions, ListPartitionReassignments,
   DescribeLogDirs (what Kafka's admin tools ask besides Metadata);
-* :mod:`.group_requests` - FindCoordinator and the classic group APIs, over
-  :class:`compactlog.broker.groups.GroupCoordinator`.
+* :mod:`.groups` - FindCoordinator and the classic group APIs, over
+  :class:`compactlog.broker.coordinator.service.GroupCoordinator`.
 """

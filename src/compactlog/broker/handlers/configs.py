@@ -63,14 +63,6 @@ _OPERATIONS = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTR
 _UNKNOWN_TYPE = 0
 
 
-class _Refused(CompactlogError):
-    """A refusal with an explicit Kafka error code (for codes without an error class)."""
-
-    def __init__(self, error_code: int, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-
-
 def client_message(exc: CompactlogError) -> str:
     """What a client is told about ``exc``: Kafka's sentence when we know it, else ours."""
     kafka_message = getattr(exc, "kafka_message", None)

@@ -17,7 +17,7 @@ from compactlog.broker.handlers.configs import (
     handle_incremental_alter_configs,
 )
 from compactlog.broker.handlers.fetch import handle_fetch, handle_list_offsets
-from compactlog.broker.handlers.group_requests import (
+from compactlog.broker.handlers.groups import (
     handle_delete_groups,
     handle_describe_groups,
     handle_find_coordinator,

@@ -29,7 +29,7 @@ import logging
 import uuid
 
 from compactlog.broker.context import BrokerContext, Peer
-from compactlog.broker.offsets_topic import OFFSETS_TOPIC
+from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from compactlog.errors import CompactlogError, InvalidTopicError
 from compactlog.protocol import ADVERTISED, ApiKey, Request, Struct, codes
 from compactlog.protocol.messages import ApiVersionsResponse, MetadataResponse

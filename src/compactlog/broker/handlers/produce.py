@@ -79,8 +79,11 @@ _ZSTD_MIN_PRODUCE_VERSION = 7
 VALID_ACKS = (-1, 0, 1)
 
 
-class _Refused(Exception):
-    """One partition's refusal, with its Kafka error code."""
+class _RecordsRefused(Exception):
+    """One partition's records refused before they reach the store, with the Kafka error code.
+
+    Not a :class:`~compactlog.errors.CompactlogError`, unlike the topic handlers' ``_Refused``:
+    the produce path logs it apart from the store's errors."""
 
     def __init__(self, error_code: int, reason: str) -> None:
         super().__init__(reason)
@@ -89,44 +92,44 @@ class _Refused(Exception):
 
 def check_produce_records(records: bytes | None, version: int) -> None:
     """Kafka's ``ProduceRequest.validateRecords`` (and the transactional refusal): raises
-    ``_Refused`` with the partition's error code."""
+    ``_RecordsRefused`` with the partition's error code."""
     if not records:
-        raise _Refused(
+        raise _RecordsRefused(
             codes.INVALID_RECORD,
             f"Produce requests with version {version} must contain exactly one record batch "
             "per partition, not none",
         )
     if len(records) < RECORD_BATCH_OVERHEAD:
-        raise _Refused(
+        raise _RecordsRefused(
             codes.CORRUPT_MESSAGE, f"{len(records)} bytes of records are not a whole batch"
         )
     if records[MAGIC_OFFSET] != MAGIC_V2:
-        raise _Refused(
+        raise _RecordsRefused(
             codes.INVALID_RECORD,
             f"Produce requests with version {version} are only allowed to contain record "
             f"batches with magic version 2, not {records[MAGIC_OFFSET]}",
         )
     size = LOG_OVERHEAD + _INT32.unpack_from(records, BATCH_LENGTH_OFFSET)[0]
     if size < RECORD_BATCH_OVERHEAD or size > len(records):
-        raise _Refused(
+        raise _RecordsRefused(
             codes.CORRUPT_MESSAGE,
             f"the batch claims {size} bytes but {len(records)} were sent",
         )
     if size < len(records):
-        raise _Refused(
+        raise _RecordsRefused(
             codes.INVALID_RECORD,
             f"Produce requests with version {version} are only allowed to contain exactly one "
             "record batch per partition",
         )
     attributes = _INT16.unpack_from(records, ATTRIBUTES_OFFSET)[0]
     if attributes & TRANSACTIONAL_FLAG_MASK:
-        raise _Refused(
+        raise _RecordsRefused(
             codes.INVALID_TXN_STATE,
             "Partition was not added to the transaction (compactlog has no transactions)",
         )
     codec = attributes & COMPRESSION_CODEC_MASK
     if codec == Compression.ZSTD and version < _ZSTD_MIN_PRODUCE_VERSION:
-        raise _Refused(
+        raise _RecordsRefused(
             codes.UNSUPPORTED_COMPRESSION_TYPE,
             f"zstd needs Produce v{_ZSTD_MIN_PRODUCE_VERSION} or later, not v{version}",
         )
@@ -176,7 +179,7 @@ def _produce_partition(
         check_produce_records(records, version)
         assert records is not None
         info = store.append_batch_info(topic, index, records)
-    except _Refused as exc:
+    except _RecordsRefused as exc:
         logger.debug("produce to %s-%d refused: %s", topic, index, exc)
         metrics.failed_produce_partitions += 1
         return _partition_error(index, exc.error_code)

@@ -32,9 +32,9 @@ import uuid
 from collections.abc import Iterable
 
 from compactlog.broker.context import BrokerContext, Peer
+from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from compactlog.broker.handlers.configs import client_message, topic_configs
 from compactlog.broker.handlers.metadata import topic_ids, topic_uuid
-from compactlog.broker.offsets_topic import OFFSETS_TOPIC
 from compactlog.errors import (
     CompactlogError,
     ConfigError,

@@ -1,12 +1,13 @@
 """FindCoordinator (10) and the classic group APIs, over the sans-I/O
-:class:`~compactlog.broker.groups.GroupCoordinator`.
+:class:`~compactlog.broker.coordinator.service.GroupCoordinator`.
 
 The coordinator does the group logic; these handlers only copy fields between the wire format
 and its calls. JoinGroup and SyncGroup may be answered later (when the other members have
 joined, when the leader's assignment arrives, or when a deadline passes): the coordinator returns
-a :class:`~compactlog.broker.delayed.Pending`, which the handler bridges to an asyncio future and
-awaits. Meanwhile other connections are served; this connection's later requests wait, as in
-Kafka. After every call the broker's coordinator timer is re-armed for the next deadline.
+a :class:`~compactlog.broker.coordinator.delayed.Pending`, which the handler bridges to an
+asyncio future and awaits. Meanwhile other connections are served; this connection's later
+requests wait, as in Kafka. After every call the broker's coordinator timer is re-armed for the
+next deadline.
 
 * FindCoordinator v0-v1: this node for a group (key type 0) and for a transactional id (type 1,
   so that a transactional producer gets the clear refusal of InitProducerId rather than retrying
@@ -32,9 +33,9 @@ import logging
 from typing import TypeVar
 
 from compactlog.broker.context import BrokerContext, Peer
-from compactlog.broker.delayed import Pending
-from compactlog.broker.group_api import DescribedGroup, ListedGroup
-from compactlog.broker.groups import GroupState
+from compactlog.broker.coordinator.api import DescribedGroup, ListedGroup
+from compactlog.broker.coordinator.classic_group import GroupState
+from compactlog.broker.coordinator.delayed import Pending
 from compactlog.errors import CompactlogError
 from compactlog.protocol import Request, Struct, codes
 from compactlog.protocol.messages import (

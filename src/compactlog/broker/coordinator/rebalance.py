@@ -1,6 +1,6 @@
 """The rebalance engine of classic groups: the join phase, the sync deadline and sessions (the
 timer-driven half of Kafka's ``GroupMetadataManager``; the request handlers are in
-:mod:`compactlog.broker.membership`).
+:mod:`compactlog.broker.coordinator.membership`).
 
 Three kinds of timer per group, keyed like Kafka's:
 
@@ -23,20 +23,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from compactlog.broker.classic_group import ClassicGroup, ClassicGroupMember, GroupState
-from compactlog.broker.group_api import (
-    CoordinatorRuntime,
+from compactlog.broker.coordinator.api import (
     JoinGroupResult,
-    Record,
     SyncGroupResult,
 )
-from compactlog.broker.offsets_topic import (
+from compactlog.broker.coordinator.classic_group import ClassicGroup, ClassicGroupMember, GroupState
+from compactlog.broker.coordinator.offsets_topic import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
     encode_group_metadata_key,
     encode_group_metadata_value,
 )
+from compactlog.broker.coordinator.runtime import CoordinatorRuntime, Record
 from compactlog.protocol.codes import (
     NONE,
     NOT_COORDINATOR,

@@ -23,19 +23,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from compactlog.broker.classic_group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
-from compactlog.broker.group_api import (
+from compactlog.broker.coordinator.api import (
     NO_OFFSET,
-    CoordinatorRuntime,
     GroupError,
     OffsetCommitPartition,
     OffsetFetchPartition,
     OffsetFetchResult,
     PartitionResult,
-    Record,
     append_error_to_response_error,
 )
-from compactlog.broker.offsets_topic import (
+from compactlog.broker.coordinator.classic_group import (
+    CONSUMER_PROTOCOL_TYPE,
+    ClassicGroup,
+    GroupState,
+)
+from compactlog.broker.coordinator.offsets_topic import (
     GroupMetadataKey,
     OffsetCommitKey,
     OffsetCommitValue,
@@ -43,7 +45,8 @@ from compactlog.broker.offsets_topic import (
     encode_offset_commit_key,
     encode_offset_commit_value,
 )
-from compactlog.broker.rebalance import Rebalancer
+from compactlog.broker.coordinator.rebalance import Rebalancer
+from compactlog.broker.coordinator.runtime import CoordinatorRuntime, Record
 from compactlog.protocol.codes import (
     GROUP_ID_NOT_FOUND,
     ILLEGAL_GENERATION,

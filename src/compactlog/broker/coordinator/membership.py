@@ -1,6 +1,6 @@
 """JoinGroup, SyncGroup, Heartbeat and LeaveGroup of classic groups: the request-driven half of
 the classic paths of Kafka's ``GroupMetadataManager``. What happens between requests (the end of
-a join phase, deadlines, sessions) is in :mod:`compactlog.broker.rebalance`.
+a join phase, deadlines, sessions) is in :mod:`compactlog.broker.coordinator.rebalance`.
 """
 
 from __future__ import annotations
@@ -8,11 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from compactlog.broker.classic_group import ClassicGroup, ClassicGroupMember, GroupState, Protocols
-from compactlog.broker.delayed import Pending
-from compactlog.broker.group_api import (
+from compactlog.broker.coordinator.api import (
     NO_MEMBER_ID,
-    CoordinatorRuntime,
     JoinGroupResult,
     LeaveGroupResult,
     MemberIdentity,
@@ -20,12 +17,20 @@ from compactlog.broker.group_api import (
     SyncGroupResult,
     append_error_to_response_error,
 )
-from compactlog.broker.rebalance import (
+from compactlog.broker.coordinator.classic_group import (
+    ClassicGroup,
+    ClassicGroupMember,
+    GroupState,
+    Protocols,
+)
+from compactlog.broker.coordinator.delayed import Pending
+from compactlog.broker.coordinator.rebalance import (
     Rebalancer,
     empty_group_metadata_record,
     group_metadata_record,
     heartbeat_key,
 )
+from compactlog.broker.coordinator.runtime import CoordinatorRuntime
 from compactlog.protocol.codes import (
     COORDINATOR_NOT_AVAILABLE,
     GROUP_MAX_SIZE_REACHED,

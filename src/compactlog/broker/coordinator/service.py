@@ -9,7 +9,7 @@ LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups)
 needs no event loop: time comes from an injected clock in epoch milliseconds, and everything
 happens inside a method call. Call it from one thread (the broker's event loop).
 
-**Delayed responses.** JoinGroup and SyncGroup return a :class:`~compactlog.broker.delayed.Pending`
+**Delayed responses.** JoinGroup and SyncGroup return a :class:`~.delayed.Pending`
 response. It is done at once when Kafka answers at once (an error, a follower rejoining a Stable
 group, MEMBER_ID_REQUIRED), otherwise it is parked and completed later by another call: the last
 member's JoinGroup, the leader's SyncGroup, a LeaveGroup, or :meth:`GroupCoordinator.tick` when a
@@ -19,7 +19,7 @@ awaits it (``pending.add_done_callback(future.set_result)``) and calls :meth:`ti
 Every method first runs the deadlines that have passed, in deadline order and each at its own
 time, so a late tick changes nothing but latency: a discrete-event simulation of Kafka's timer.
 
-**The state machine of a group** (:mod:`~compactlog.broker.classic_group`)::
+**The state machine of a group** (:mod:`~.classic_group`)::
 
     from                  on                                           to
     --------------------  -------------------------------------------  ----------------------
@@ -83,29 +83,25 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from compactlog.broker.classic_group import ClassicGroup, ClassicGroupMember, GroupState
-from compactlog.broker.delayed import Pending, Timer
-from compactlog.broker.group_api import (
+from compactlog.broker.coordinator.api import (
     DescribedGroup,
     DescribedMember,
-    GroupCoordinatorConfig,
     GroupError,
-    JoinGroupMember,
     JoinGroupResult,
     LeaveGroupResult,
     ListedGroup,
     MemberIdentity,
-    MemberResult,
     OffsetCommitPartition,
-    OffsetFetchPartition,
     OffsetFetchResult,
     PartitionResult,
-    Record,
     SyncGroupResult,
 )
-from compactlog.broker.membership import GroupMembership
-from compactlog.broker.offsets import OffsetManager
-from compactlog.broker.offsets_topic import (
+from compactlog.broker.coordinator.classic_group import ClassicGroup, ClassicGroupMember, GroupState
+from compactlog.broker.coordinator.config import GroupCoordinatorConfig
+from compactlog.broker.coordinator.delayed import Pending, Timer
+from compactlog.broker.coordinator.membership import GroupMembership
+from compactlog.broker.coordinator.offsets import OffsetManager
+from compactlog.broker.coordinator.offsets_topic import (
     OFFSETS_TOPIC,
     GroupMetadataKey,
     GroupMetadataValue,
@@ -116,7 +112,8 @@ from compactlog.broker.offsets_topic import (
     offsets_topic_configs,
     partition_for,
 )
-from compactlog.broker.rebalance import Rebalancer
+from compactlog.broker.coordinator.rebalance import Rebalancer
+from compactlog.broker.coordinator.runtime import Record
 from compactlog.errors import CompactlogError, CorruptRecordError
 from compactlog.protocol.codes import (
     INVALID_GROUP_ID,
@@ -125,26 +122,7 @@ from compactlog.protocol.codes import (
 )
 from compactlog.storage.store import Store
 
-__all__ = [
-    "DescribedGroup",
-    "DescribedMember",
-    "GroupCoordinator",
-    "GroupCoordinatorConfig",
-    "GroupError",
-    "GroupState",
-    "JoinGroupMember",
-    "JoinGroupResult",
-    "LeaveGroupResult",
-    "ListedGroup",
-    "MemberIdentity",
-    "MemberResult",
-    "OffsetCommitPartition",
-    "OffsetFetchPartition",
-    "OffsetFetchResult",
-    "PartitionResult",
-    "Pending",
-    "SyncGroupResult",
-]
+__all__ = ["GroupCoordinator"]
 
 logger = logging.getLogger("compactlog.broker.groups")
 

@@ -14,7 +14,7 @@ States and the only transitions allowed (checked by :meth:`ClassicGroup.transiti
 The group itself only keeps the books: who is a member, who has sent its JoinGroup of this round
 (a member with a parked :class:`Pending` response), who still owes a SyncGroup, which protocols
 all members support. The decisions (when to rebalance, what to answer) are in
-:mod:`compactlog.broker.membership`.
+:mod:`compactlog.broker.coordinator.membership`.
 
 Members keep their joining order (Kafka's ``HashMap`` has none): the first member is the first
 leader, and a new leader is the first remaining member, or the first to rejoin.
@@ -27,14 +27,14 @@ import enum
 import uuid
 from collections.abc import Sequence
 
-from compactlog.broker.delayed import Pending
-from compactlog.broker.group_api import (
+from compactlog.broker.coordinator.api import (
     NO_MEMBER_ID,
     JoinGroupMember,
     JoinGroupResult,
     SyncGroupResult,
 )
-from compactlog.broker.offsets_topic import consumer_subscription_topics
+from compactlog.broker.coordinator.delayed import Pending
+from compactlog.broker.coordinator.offsets_topic import consumer_subscription_topics
 from compactlog.protocol.codes import (
     COORDINATOR_NOT_AVAILABLE,
     FENCED_INSTANCE_ID,

@@ -73,7 +73,7 @@ from compactlog.records import (
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
 )
-from compactlog.records.batch import HEADER_STRUCT
+from compactlog.records.batch_header import HEADER_STRUCT
 from compactlog.storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, parse_checkpoint
 from compactlog.storage.topic_names import parse_partition_dir_name
 

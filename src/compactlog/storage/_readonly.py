@@ -24,7 +24,7 @@ from compactlog.records import (
     BatchHeader,
     compute_crc,
 )
-from compactlog.records.batch import HEADER_STRUCT
+from compactlog.records.batch_header import HEADER_STRUCT
 from compactlog.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,

@@ -40,9 +40,9 @@ import pytest
 
 import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.errors import OffsetOutOfRangeError
-from compactlog.storage.faultfs import FaultInjectingFileSystem, MutatingCall
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
+from tests.support.faultfs import FaultInjectingFileSystem, MutatingCall
 
 TOPIC = "t"
 TP = (TOPIC, 0)

@@ -58,9 +58,9 @@ from pathlib import Path
 import pytest
 
 import compactlog  # noqa: F401 - installs the cleaner
-from compactlog.storage.faultfs import FaultInjectingFileSystem, MutatingCall, SimulatedCrash
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
+from tests.support.faultfs import FaultInjectingFileSystem, MutatingCall, SimulatedCrash
 
 TOPIC = "t"
 TP = (TOPIC, 0)

@@ -18,7 +18,7 @@ from typing import Any
 import crc32c
 
 from compactlog.records import Compression, RecordBatch, build_batch, decode_columns
-from compactlog.records.batch import _encode_records
+from compactlog.records._encode import _encode_records
 
 
 def best_of(fn: Callable[[], object], repeat: int = 7, number: int = 200) -> float:

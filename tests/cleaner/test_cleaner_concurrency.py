@@ -40,10 +40,10 @@ import pytest
 
 import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.errors import OffsetOutOfRangeError
-from compactlog.storage.faultfs import FaultInjectingFileSystem, MutatingCall
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
 from tests.managed import close_managed, manager_of, open_managed
+from tests.support.faultfs import FaultInjectingFileSystem, MutatingCall
 
 TOPIC = "t"
 TP = (TOPIC, 0)

@@ -44,8 +44,9 @@ durability. Every example starts with up to ten batches of history so that short
 and rolling-then-cleaning is a rule of its own. The test prints what the runs did (``-s``):
 typically ~2,000 cleaner runs of which ~550 rounds rewrote ~1,000 groups, ~200 tombstones
 expired, ~50 keyless records dropped and ~40 rounds stopped early by min.compaction.lag.ms.
-The soak tier (20,000 examples) is
-``R8_EXAMPLES=20000 R8_STEPS=50 pytest -m slow tests/cleaner/test_cleaner_properties.py``.
+The soak tier (20,000 examples of at most 50 steps) is
+``pytest -m soak tests/cleaner/test_cleaner_properties.py``; ``R8_EXAMPLES``/``R8_STEPS`` set
+the CI tier's figures instead.
 Hypothesis prints the falsifying steps and a ``@reproduce_failure`` blob on failure.
 """
 
@@ -89,6 +90,9 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 START_MS = 4_000_000_000_000
 EXAMPLES = int(os.environ.get("R8_EXAMPLES", "500"))
 STEPS = int(os.environ.get("R8_STEPS", "25"))
+#: The soak tier's run (``pytest -m soak``): about 80 times the CI tier's work.
+SOAK_EXAMPLES = 20_000
+SOAK_STEPS = 50
 #: One batch: (key 1..50, dice 0..99) per record; dice < 10 makes a tombstone, 10..14 a keyless
 #: record while the topic is not compacted.
 BATCH = st.lists(st.tuples(st.integers(1, 50), st.integers(0, 99)), min_size=1, max_size=8)
@@ -493,19 +497,30 @@ class CleanerMachine(RuleBasedStateMachine):
                 assert present.get(key) == (offset, value), f"latest {key!r} lost ({context})"
 
 
-@pytest.mark.slow
-def test_r8_cleaner_properties() -> None:
+def run_r8(examples: int, steps: int) -> None:
     run_state_machine_as_test(
         CleanerMachine,
         settings=settings(
-            max_examples=EXAMPLES,
-            stateful_step_count=STEPS,
+            max_examples=examples,
+            stateful_step_count=steps,
             deadline=None,
             print_blob=True,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )
     print(f"R8: {dict(STATS)}")
+
+
+@pytest.mark.slow
+def test_r8_cleaner_properties() -> None:
+    run_r8(EXAMPLES, STEPS)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(4 * 3600)
+def test_r8_cleaner_properties_soak() -> None:
+    """The soak tier: 40 times the CI tier's examples, each up to twice as long."""
+    run_r8(SOAK_EXAMPLES, SOAK_STEPS)
 
 
 def test_clean_log_leaves_non_compacted_topics_alone(tmp_path: Path) -> None:

@@ -15,9 +15,9 @@ import pytest
 
 import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.cleaner import cleaner as cleaner_module
-from compactlog.storage.faultfs import FaultInjectingFileSystem
 from tests.conftest import ManualClock
 from tests.managed import manager_of, open_managed
+from tests.support.faultfs import FaultInjectingFileSystem
 
 T = "t"
 NOW = 1_700_000_000_000

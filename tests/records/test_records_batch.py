@@ -31,7 +31,7 @@ from compactlog.records import (
     set_max_timestamp,
     set_partition_leader_epoch,
 )
-from compactlog.records import batch as batch_module
+from compactlog.records import batch_header as header_module
 
 SPEC_70_BYTES = bytes.fromhex(
     "0000000000000000"  # baseOffset 0
@@ -60,22 +60,22 @@ def test_constants() -> None:
     assert LOG_OVERHEAD == 12
     assert HEADER_SIZE_UP_TO_MAGIC == 17
     assert MAGIC_V2 == 2
-    assert batch_module.HEADER_STRUCT.size == 61
+    assert header_module.HEADER_STRUCT.size == 61
     offsets = [
-        batch_module.BASE_OFFSET_OFFSET,
-        batch_module.BATCH_LENGTH_OFFSET,
-        batch_module.PARTITION_LEADER_EPOCH_OFFSET,
-        batch_module.MAGIC_OFFSET,
-        batch_module.CRC_OFFSET,
-        batch_module.ATTRIBUTES_OFFSET,
-        batch_module.LAST_OFFSET_DELTA_OFFSET,
-        batch_module.BASE_TIMESTAMP_OFFSET,
-        batch_module.MAX_TIMESTAMP_OFFSET,
-        batch_module.PRODUCER_ID_OFFSET,
-        batch_module.PRODUCER_EPOCH_OFFSET,
-        batch_module.BASE_SEQUENCE_OFFSET,
-        batch_module.RECORDS_COUNT_OFFSET,
-        batch_module.RECORDS_OFFSET,
+        header_module.BASE_OFFSET_OFFSET,
+        header_module.BATCH_LENGTH_OFFSET,
+        header_module.PARTITION_LEADER_EPOCH_OFFSET,
+        header_module.MAGIC_OFFSET,
+        header_module.CRC_OFFSET,
+        header_module.ATTRIBUTES_OFFSET,
+        header_module.LAST_OFFSET_DELTA_OFFSET,
+        header_module.BASE_TIMESTAMP_OFFSET,
+        header_module.MAX_TIMESTAMP_OFFSET,
+        header_module.PRODUCER_ID_OFFSET,
+        header_module.PRODUCER_EPOCH_OFFSET,
+        header_module.BASE_SEQUENCE_OFFSET,
+        header_module.RECORDS_COUNT_OFFSET,
+        header_module.RECORDS_OFFSET,
     ]
     assert offsets == [0, 8, 12, 16, 17, 21, 23, 27, 35, 43, 51, 53, 57, 61]
 

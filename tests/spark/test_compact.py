@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
 import compactlog
 from compactlog.errors import PolicyViolationError, StorageError
 from compactlog.spark.compact import compact

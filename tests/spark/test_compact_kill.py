@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
 import compactlog
 from compactlog.errors import StorageError
 from compactlog.spark.compact import compact

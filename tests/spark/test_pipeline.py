@@ -8,6 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
 from click.testing import CliRunner
 
 from compactlog.cli.main import main

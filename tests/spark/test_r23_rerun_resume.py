@@ -22,6 +22,9 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
 import compactlog
 from compactlog.spark.compact import compact
 from tests.conftest import ManualClock

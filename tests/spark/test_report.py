@@ -20,6 +20,9 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
 from compactlog.cleaner.inspect import cleaner_status
 from compactlog.errors import CompactlogError, StorageError, UnknownTopicOrPartitionError
 from compactlog.spark._gaps import Piece, gaps_by_window, join_pieces

@@ -14,9 +14,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 import compactlog.spark.snapshot as snap
 from compactlog.errors import CompactlogError, ConfigError, UnknownTopicOrPartitionError

@@ -9,8 +9,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+import numpy as np
 
 from compactlog.errors import ConfigError
 from compactlog.records import decode_columns

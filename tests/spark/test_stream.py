@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 import compactlog

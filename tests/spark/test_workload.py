@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812 - Spark's own idiom

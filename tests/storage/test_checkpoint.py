@@ -29,8 +29,8 @@ from compactlog.storage.checkpoint import (
     format_checkpoint,
     parse_checkpoint,
 )
-from compactlog.storage.faultfs import FaultInjectingFileSystem, SimulatedCrash, count_mutations
 from compactlog.storage.fs import OsFileSystem
+from tests.support.faultfs import FaultInjectingFileSystem, SimulatedCrash, count_mutations
 
 CHECKPOINT_NAMES = [
     RECOVERY_POINT_CHECKPOINT,

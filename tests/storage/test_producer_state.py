@@ -24,7 +24,6 @@ from compactlog.errors import (
     ProducerStateError,
 )
 from compactlog.records import Compression, build_batch, build_end_txn_marker_batch
-from compactlog.storage.faultfs import FaultInjectingFileSystem, SimulatedCrash
 from compactlog.storage.fs import OsFileSystem
 from compactlog.storage.producer_snapshot import (
     CorruptSnapshotError,
@@ -42,6 +41,7 @@ from compactlog.storage.producer_state import (
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
 from tests.managed import manager_of
+from tests.support.faultfs import FaultInjectingFileSystem, SimulatedCrash
 
 StoreFactory = Callable[..., Store]
 T = "t"

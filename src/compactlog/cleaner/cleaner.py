@@ -88,13 +88,13 @@ from compactlog.records import (
     decode_columns,
     read_header,
 )
-from compactlog.records.batch import (
+from compactlog.records.batch import pack_batch
+from compactlog.records.batch_header import (
     CONTROL_FLAG_MASK,
     CRC_OFFSET,
     DELETE_HORIZON_FLAG_MASK,
     RECORD_BATCH_OVERHEAD,
     compute_crc,
-    pack_batch,
 )
 from compactlog.records.control import decode_control_key
 from compactlog.storage.log import Log

@@ -37,11 +37,12 @@ Errors: the peer's mistakes raise :class:`~compactlog.errors.ProtocolError` (or 
 
 Versions: :data:`SUPPORTED` is what ``decode_request`` accepts; :data:`ADVERTISED` is what
 ApiVersions announces (the same, except Produce 0-7 announced while 3-7 are implemented, see
-:mod:`compactlog.protocol.apis`). Error code numbers live in :mod:`compactlog.protocol.codes`.
+:mod:`compactlog.protocol.api_keys`). Error code numbers live in :mod:`compactlog.protocol.codes`.
 """
 
 from compactlog.protocol import codes
-from compactlog.protocol.api import (
+from compactlog.protocol.api_keys import ADVERTISED, API_KEYS, API_NAMES, SUPPORTED, ApiKey
+from compactlog.protocol.codec import (
     MalformedRequestError,
     Request,
     Response,
@@ -53,7 +54,6 @@ from compactlog.protocol.api import (
     encode_request,
     encode_response,
 )
-from compactlog.protocol.apis import ADVERTISED, API_KEYS, API_NAMES, SUPPORTED, ApiKey
 from compactlog.protocol.codes import ERROR_NAMES, error_name
 from compactlog.protocol.frames import MAX_REQUEST_FRAME_SIZE, FrameReader
 from compactlog.protocol.headers import RequestHeader, ResponseHeader

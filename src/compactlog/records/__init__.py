@@ -9,8 +9,12 @@ Modules:
 
 * :mod:`~compactlog.records.varint` - zig-zag varints and varlongs;
 * :mod:`~compactlog.records.compression` - the five codecs, with a decompression-bomb guard;
-* :mod:`~compactlog.records.batch` - the 61-byte batch header, reading a batch, building one
-  byte-for-byte as Kafka does, and the in-place header patches of the append path;
+* :mod:`~compactlog.records.record` - one record's Python shapes, as read and as given to write;
+* :mod:`~compactlog.records.batch_header` - the 61-byte batch header: field positions, attribute
+  bits, parsing and the CRC;
+* :mod:`~compactlog.records.batch` - reading a batch, building one byte-for-byte as Kafka does
+  (the records section by :mod:`~compactlog.records._encode`), and the in-place header patches
+  of the append path;
 * :mod:`~compactlog.records.control` - control records (transaction markers);
 * :mod:`~compactlog.records.columns` - decoding many batches at once into numpy columns, with
   the per-record loop in a compiled kernel (numba) or its plain-Python twin.
@@ -22,6 +26,17 @@ Mistakes by the caller when *building* (a value out of range) raise ``ValueError
 """
 
 from compactlog.records.batch import (
+    RecordBatch,
+    build_batch,
+    build_empty_batch,
+    is_crc_valid,
+    iter_batches,
+    set_base_offset,
+    set_log_append_time,
+    set_max_timestamp,
+    set_partition_leader_epoch,
+)
+from compactlog.records.batch_header import (
     ATTRIBUTES_OFFSET,
     BASE_OFFSET_OFFSET,
     BASE_SEQUENCE_OFFSET,
@@ -53,21 +68,9 @@ from compactlog.records.batch import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_FLAG_MASK,
     BatchHeader,
-    Header,
-    Record,
-    RecordBatch,
-    RecordInput,
     TimestampType,
-    build_batch,
-    build_empty_batch,
     compute_crc,
-    is_crc_valid,
-    iter_batches,
     read_header,
-    set_base_offset,
-    set_log_append_time,
-    set_max_timestamp,
-    set_partition_leader_epoch,
 )
 from compactlog.records.columns import RecordColumns, decode_columns
 from compactlog.records.compression import Compression, compress, decompress
@@ -79,6 +82,7 @@ from compactlog.records.control import (
     encode_control_key,
     encode_end_txn_marker,
 )
+from compactlog.records.record import Header, Record, RecordInput
 from compactlog.records.varint import (
     decode_varint,
     decode_varlong,

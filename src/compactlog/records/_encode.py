@@ -9,18 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from itertools import repeat
-from typing import TYPE_CHECKING
 
+from compactlog.records.record import Buffer, RecordInput
 from compactlog.records.varint import (
     VARINT_TABLE,
     VARINT_TABLE_MAX,
     encode_varint,
     encode_varlong,
 )
-
-if TYPE_CHECKING:
-    # batch imports this module at run time; the types go the other way for the checker only.
-    from compactlog.records.batch import Buffer, RecordInput
 
 _NULL = VARINT_TABLE[0]  # varint -1: null key / value
 _ZERO = VARINT_TABLE[1]  # varint 0: attributes byte, zero deltas, no headers

@@ -46,20 +46,18 @@ import numpy.typing as npt
 
 from compactlog.errors import CorruptRecordError
 from compactlog.records import _kernels
-from compactlog.records.batch import (
+from compactlog.records.batch_header import (
     COMPRESSION_CODEC_MASK,
     LOG_OVERHEAD,
     MIN_RECORD_SIZE,
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
-    Buffer,
-    Header,
-    Record,
     compute_crc,
     read_header,
 )
 from compactlog.records.compression import Compression, decompress
+from compactlog.records.record import Buffer, Header, Record
 from compactlog.records.varint import decode_varint
 
 Int64Array = npt.NDArray[np.int64]

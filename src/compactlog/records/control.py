@@ -21,12 +21,8 @@ import enum
 import struct
 
 from compactlog.errors import CorruptRecordError
-from compactlog.records.batch import (
-    NO_PARTITION_LEADER_EPOCH,
-    NO_SEQUENCE,
-    TimestampType,
-    build_batch,
-)
+from compactlog.records.batch import build_batch
+from compactlog.records.batch_header import NO_PARTITION_LEADER_EPOCH, NO_SEQUENCE, TimestampType
 
 CONTROL_KEY_VERSION = 0
 CONTROL_KEY_SIZE = 4

@@ -16,7 +16,7 @@ import importlib.util
 if importlib.util.find_spec("pyspark") is None or importlib.util.find_spec("pyarrow") is None:
     raise ImportError("compactlog.spark needs PySpark and pyarrow: pip install 'compactlog[spark]'")
 
+from compactlog.spark.datasource import CompactlogDataSource, register
 from compactlog.spark.session import local_session
-from compactlog.spark.source import CompactlogDataSource, register
 
 __all__ = ["CompactlogDataSource", "local_session", "register"]

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from compactlog.spark.report import PartitionReport
+from compactlog.spark._partition_report import PartitionReport
 
 CHART_DPI = 100
 CHART_HEIGHT_PX = 900

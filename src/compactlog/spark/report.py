@@ -57,7 +57,7 @@ import json
 import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from compactlog.cleaner.inspect import format_ms, keys_per_pass
@@ -71,8 +71,10 @@ from compactlog.spark._gaps import (
     join_pieces,
     track_pieces,
 )
+from compactlog.spark._partition_report import PartitionReport
 from compactlog.spark._report_chart import write_chart
-from compactlog.spark.source import log_reader, register
+from compactlog.spark.datasource import register
+from compactlog.spark.source import log_reader
 from compactlog.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT
 from compactlog.storage.config import BrokerConfig, LogConfig
 from compactlog.storage.readonly import read_checkpoint, read_only_log, read_topics
@@ -86,42 +88,6 @@ JSON_VERSION = 1
 
 class ReportFileError(CompactlogError):
     """A file given as a report that :func:`write_json` did not write (or cannot be read)."""
-
-
-# --------------------------------------------------------------------------------------------
-# Results
-
-
-@dataclass(frozen=True)
-class PartitionReport:
-    """One topic-partition; see the module docstring for every figure's definition."""
-
-    topic: str
-    partition: int
-    cleanup_policy: str
-    records: int
-    bytes: int
-    distinct_keys: int
-    superseded: int
-    tombstones: int
-    keyless: int
-    log_start_offset: int
-    log_end_offset: int
-    first_dirty_offset: int
-    first_uncleanable_offset: int
-    clean_bytes: int
-    cleanable_bytes: int
-    dirty_ratio: float
-    min_cleanable_dirty_ratio: float
-    dirty_keys: int
-    keys_per_pass: int
-    passes_needed: int
-    #: None: the offsets of the records are consecutive (fewer than two records, or no gap).
-    largest_gap: OffsetGap | None = field(default=None)
-
-    @property
-    def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 # --------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ def local_session(
     """
     from pyspark.sql import SparkSession  # noqa: PLC0415 - the extra is optional
 
-    from compactlog.spark.source import register  # noqa: PLC0415
+    from compactlog.spark.datasource import register  # noqa: PLC0415
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

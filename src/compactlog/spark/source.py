@@ -1,4 +1,5 @@
-"""The ``compactlog`` Spark data source: a data directory's logs as a DataFrame.
+"""The ``compactlog`` Spark data source's batch read: a data directory's logs as a DataFrame
+(the format itself, and :func:`register`, are in :mod:`compactlog.spark.datasource`).
 
     register(spark)
     df = (spark.read.format("compactlog")
@@ -62,8 +63,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.types import StructType
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from compactlog.errors import CompactlogError, ConfigError
 from compactlog.records import (
@@ -73,7 +73,7 @@ from compactlog.records import (
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
 )
-from compactlog.records.batch import HEADER_STRUCT
+from compactlog.records.batch_header import HEADER_STRUCT
 from compactlog.storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, parse_checkpoint
 from compactlog.storage.topic_names import parse_partition_dir_name
 
@@ -99,48 +99,12 @@ class SparkSourceError(CompactlogError):
     """A bad option or an unreadable log, named."""
 
 
-def register(spark: Any) -> None:
-    """Register the ``compactlog`` format with ``spark`` (once per session is enough)."""
-    spark.dataSource.register(CompactlogDataSource)
-
-
 def log_reader(spark: Any) -> Any:
     """``spark.read.format("compactlog")`` with ``minPartitions`` at the session's default
     parallelism: Spark's own file sources shrink their ranges so that a small input still
     keeps every core busy, and a Python planner cannot see the cluster to do the same."""
     parallelism = spark.sparkContext.defaultParallelism
     return spark.read.format(NAME).option("minPartitions", str(parallelism))
-
-
-class CompactlogDataSource(DataSource):
-    """``spark.read.format("compactlog")``: see the module docstring."""
-
-    @classmethod
-    def name(cls) -> str:
-        return NAME
-
-    def schema(self) -> str:
-        if _flag(options_of(self.options), "includeHeaders", False):
-            return f"{BASE_SCHEMA}, {HEADERS_FIELD}"
-        return BASE_SCHEMA
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return LogReader(options_of(self.options), "headers" in schema.fieldNames())
-
-    def streamReader(self, schema: StructType) -> Any:  # noqa: N802 - Spark's name
-        from compactlog.spark.stream import LogStreamReader  # noqa: PLC0415
-
-        return LogStreamReader(options_of(self.options), "headers" in schema.fieldNames())
-
-    def writer(self, schema: StructType, overwrite: bool) -> Any:
-        from compactlog.spark.sink import LogWriter  # noqa: PLC0415
-
-        return LogWriter(options_of(self.options), schema, overwrite)
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:  # noqa: N802 - Spark's
-        from compactlog.spark.sink import LogStreamWriter  # noqa: PLC0415
-
-        return LogStreamWriter(options_of(self.options), schema, overwrite)
 
 
 def options_of(options: Any) -> dict[str, str]:

@@ -64,8 +64,8 @@ from pyspark.sql import functions as F  # noqa: N812 - Spark's own idiom
 
 from compactlog.errors import CompactlogError, ConfigError
 from compactlog.records import RECORD_BATCH_OVERHEAD, Compression
+from compactlog.spark.datasource import register
 from compactlog.spark.sink import RECORD_OVERHEAD
-from compactlog.spark.source import register
 from compactlog.storage.config import LogConfig
 from compactlog.storage.store import Store
 from compactlog.storage.topic_names import topic_name_problem

@@ -37,7 +37,7 @@ from compactlog.records import (
     BatchHeader,
     read_header,
 )
-from compactlog.records.batch import HEADER_STRUCT
+from compactlog.records.batch_header import HEADER_STRUCT
 
 READ_CHUNK = 1 << 20
 _OFFSET_AND_LENGTH = struct.Struct(">qi")

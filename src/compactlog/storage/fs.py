@@ -3,7 +3,7 @@
 Kafka's storage code talks to ``FileChannel``s and ``Files``; compactlog's talks to a
 :class:`FileSystem` and the :class:`FileHandle` objects it opens. The real implementation is a thin
 layer over ``os`` (``pread``/``pwrite``/``fdatasync``/``os.replace``). Tests swap in
-``compactlog.storage.faultfs.FaultInjectingFileSystem``, which numbers every mutating call so a
+``tests.support.faultfs.FaultInjectingFileSystem``, which numbers every mutating call so a
 test can crash, or fail with ENOSPC/EIO, at exactly call *k*.
 
 Mutating calls (the ones that are numbered): ``open`` with ``create=True`` when the file did not

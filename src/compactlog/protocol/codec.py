@@ -1,8 +1,9 @@
-"""Whole messages: a frame's bytes to a typed request, a typed response to a frame's bytes.
+"""The message codec: a whole frame's bytes to a typed request, a typed response to a frame's
+bytes.
 
 ``decode_request`` is the broker's side: it reads the header's fixed part first, so that even a
 request it cannot decode yields the correlation id to answer with, then checks the version
-against :data:`~compactlog.protocol.apis.SUPPORTED`, then decodes the body with the compiled
+against :data:`~compactlog.protocol.api_keys.SUPPORTED`, then decodes the body with the compiled
 codec of that version and requires the body to end exactly at the end of the frame.
 ``encode_request``/``decode_response`` are the client's side, used by tests.
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 from compactlog.errors import ProtocolError, UnsupportedVersionError
 from compactlog.protocol import codes
-from compactlog.protocol.apis import ADVERTISED, API_NAMES, SUPPORTED, ApiKey
+from compactlog.protocol.api_keys import ADVERTISED, API_NAMES, SUPPORTED, ApiKey
 from compactlog.protocol.compiler import Message
 from compactlog.protocol.headers import (
     RequestHeader,

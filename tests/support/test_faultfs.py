@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from compactlog.errors import StorageError
-from compactlog.storage.faultfs import (
+from compactlog.storage.fs import FileSystem, OsFileSystem
+from tests.support.faultfs import (
     MUTATING_OPS,
     FaultInjectingFileSystem,
     MutatingCall,
     SimulatedCrash,
     count_mutations,
 )
-from compactlog.storage.fs import FileSystem, OsFileSystem
 
 MTIME_MS = 1_000_000_000_000  # 2001-09-09, far from "now", so a test can tell it was set
 

@@ -42,14 +42,18 @@ The package is split by concern; the layers below never import the ones above:
 * :mod:`~compactlog.storage.config.defs`: the value types, :class:`ConfigSource`, the validators,
   :class:`ConfigDef` and the tables :data:`TOPIC_CONFIGS` and :data:`BROKER_CONFIGS`;
 * :mod:`~compactlog.storage.config.values`: parsing and rendering values the Java way;
-* :mod:`~compactlog.storage.config.log_config`: the effective configs (:class:`BrokerConfig` for
-  the store, :class:`LogConfig` for one topic, and the DescribeConfigs rows they produce) and the
-  rules across configs.
+* :mod:`~compactlog.storage.config.rules`: the rules across configs (broker start-up checks,
+  ``min.compaction.lag.ms <= max.compaction.lag.ms``, the tiered-storage checks);
+* :mod:`~compactlog.storage.config.broker_config`: :class:`BrokerConfig`, the store's settings
+  and the topic defaults they imply, and the DescribeConfigs synonym lists;
+* :mod:`~compactlog.storage.config.log_config`: :class:`LogConfig`, one topic's effective config,
+  and the DescribeConfigs rows it produces.
 
 Every public name of those modules is re-exported here (see ``__all__``), so
 ``from compactlog.storage.config import ...`` is the one import callers need.
 """
 
+from compactlog.storage.config.broker_config import BrokerConfig, ConfigSynonym
 from compactlog.storage.config.defs import (
     BROKER_CONFIGS,
     CONFIG_TYPE_IDS,
@@ -79,13 +83,8 @@ from compactlog.storage.config.defs import (
     at_least,
     canonical_metadata_version,
 )
-from compactlog.storage.config.log_config import (
-    MIN_DEDUPE_BUFFER_PER_THREAD,
-    BrokerConfig,
-    ConfigEntry,
-    ConfigSynonym,
-    LogConfig,
-)
+from compactlog.storage.config.log_config import ConfigEntry, LogConfig
+from compactlog.storage.config.rules import MIN_DEDUPE_BUFFER_PER_THREAD
 from compactlog.storage.config.values import (
     java_double_to_string,
     parse_config_assignments,

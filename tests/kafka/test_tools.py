@@ -130,7 +130,7 @@ def test_kafka_configs(pair: BrokerPair) -> None:
 
 
 #: ``kafka-configs --describe --all`` of a topic without overrides: the lines only one broker
-#: prints. compactlog's topic config catalogue is Kafka 3.9's (storage/config_defs.py): 4.0
+#: prints. compactlog's topic config catalogue is Kafka 3.9's (storage/config/defs.py): 4.0
 #: removed the message-format configs and message.timestamp.difference.max.ms, lowered
 #: message.timestamp.after.max.ms' default to one hour, and 4.x added four configs.
 CATALOGUE_ONLY_KAFKA = {

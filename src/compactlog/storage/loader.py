@@ -48,7 +48,8 @@ from compactlog.errors import CompactlogError
 from compactlog.storage.config import LogConfig
 from compactlog.storage.fs import FileSystem
 from compactlog.storage.index import CorruptIndexError
-from compactlog.storage.log import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Log, segment_settings
+from compactlog.storage.local_log import LocalLog, segment_settings
+from compactlog.storage.log import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Log
 from compactlog.storage.producer_state import ProducerStateManager, rebuild_producer_state
 from compactlog.storage.segment import (
     CLEANED_SUFFIX,
@@ -369,7 +370,7 @@ def load_log(
             segment.on_become_inactive()
             segment.release_index_handles()
         segments[-1].make_active()
-        log = Log(
+        local_log = LocalLog(
             fs,
             directory,
             topic,
@@ -377,11 +378,10 @@ def load_log(
             config,
             clock,
             segments,
-            log_start_offset=start,
             recovery_point=recovered_point,
             rng=rng,
-            producer_state=producer_state,
         )
+        log = Log(local_log, log_start_offset=start, producer_state=producer_state)
         return log, stats
     except BaseException:
         for segment in opened:  # a failed load leaves no file open

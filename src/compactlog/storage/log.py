@@ -1,14 +1,15 @@
-"""One partition's log: its segments, appends, reads, rolling, flushing and retention.
+"""One partition's log: Kafka's ``UnifiedLog``, over the files of a
+:class:`~compactlog.storage.local_log.LocalLog`.
 
-This is Kafka's ``LocalLog`` and ``UnifiedLog`` in one class. Theory of operation:
+A :class:`Log` holds a :class:`~compactlog.storage.local_log.LocalLog` (the directory, the segment
+map, rolling, flushing files, the cleaner's swap, deleting segments) and adds what the partition
+means to producers and readers. Theory of operation:
 
-* **Segments.** The log is a list of segments sorted by base offset; the last one is *active* and
-  the only one written. Offsets never change: a record keeps the offset it was appended at until
-  retention or compaction removes it (leaving a gap).
-* **Offsets.** ``log_start_offset`` is the lowest readable offset (it may lie inside the first
-  segment), ``log_end_offset`` (LEO) the next offset to assign. With a single replica the high
-  watermark equals the LEO. ``recovery_point`` is the offset below which everything was fsynced;
-  after an unclean stop, only segments from the one holding it are re-checked.
+* **Offsets.** Offsets never change: a record keeps the offset it was appended at until retention
+  or compaction removes it (leaving a gap). ``log_start_offset`` is the lowest readable offset (it
+  may lie inside the first segment), ``log_end_offset`` (LEO) the next offset to assign. With a
+  single replica the high watermark equals the LEO. ``recovery_point`` is the local log's: the
+  offset below which everything was fsynced.
 * **Appends** (:meth:`Log.append`) are validated and given offsets by
   :mod:`compactlog.storage.validator`, then written to the active segment after the rolling check
   of spec 3 (size, time with jitter, full index, offset overflow). Appends and other changes hold
@@ -17,9 +18,9 @@ This is Kafka's ``LocalLog`` and ``UnifiedLog`` in one class. Theory of operatio
   every append) and ``flush.ms`` (checked by the store's background flusher). As in Kafka, a
   segment the log rolls past is flushed asynchronously: the store's background thread does it
   within a second, and ``flush()``/``close()`` always do.
-* **Retention** (:meth:`Log.delete_old_segments`, spec 6) deletes whole segments from the oldest,
-  never past the high watermark; deleted segments are renamed ``.deleted`` at once and their files
-  removed after ``file.delete.delay.ms``, so readers that hold a segment finish their read.
+* **Retention** (:meth:`Log.delete_old_segments`, spec 6) chooses whole segments from the oldest,
+  never past the high watermark; the local log renames them ``.deleted`` at once and removes their
+  files after ``file.delete.delay.ms``, so readers that hold a segment finish their read.
 * **Producer state** (:mod:`compactlog.storage.producer_state`): batches with a producer id are
   checked against it after the roll check and before the write, as in Kafka's
   ``UnifiedLog.append``; a retry of one of a producer's last 5 batches is answered with that
@@ -31,11 +32,8 @@ This is Kafka's ``LocalLog`` and ``UnifiedLog`` in one class. Theory of operatio
 from __future__ import annotations
 
 import dataclasses
-import os
-import random
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from compactlog.errors import (
     CompactlogError,
@@ -46,48 +44,20 @@ from compactlog.errors import (
 from compactlog.records import RecordBatch
 from compactlog.storage.config import BROKER_CONFIGS, LogConfig
 from compactlog.storage.file_records import FileBatch
-from compactlog.storage.fs import FileSystem, write_file_atomically
+from compactlog.storage.fs import FileSystem
+from compactlog.storage.local_log import Clock, LocalLog
 from compactlog.storage.producer_state import (
     LastRecord,
     ProducerState,
     ProducerStateManager,
     producer_batches,
 )
-from compactlog.storage.segment import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    SWAP_RANGE_SUFFIX,
-    SWAP_SUFFIX,
-    LogSegment,
-    SegmentSettings,
-    draw_roll_jitter,
-)
+from compactlog.storage.segment import LogSegment
 from compactlog.storage.validator import ValidatedAppend, validate_and_assign
-
-Clock = Callable[[], int]
 
 _EXPIRATION_DEFAULT = BROKER_CONFIGS["producer.id.expiration.ms"].default
 assert isinstance(_EXPIRATION_DEFAULT, int)
 DEFAULT_PRODUCER_ID_EXPIRATION_MS: int = _EXPIRATION_DEFAULT
-
-
-def segment_settings(config: LogConfig) -> SegmentSettings:
-    return SegmentSettings(
-        index_interval_bytes=config.index_interval_bytes,
-        segment_index_bytes=config.segment_index_bytes,
-        preallocate=config.preallocate,
-        segment_bytes=config.segment_bytes,
-    )
-
-
-@dataclass
-class PendingDeletion:
-    """A segment renamed ``.deleted`` (or, with ``segment`` None, the files in ``paths``: the
-    producer snapshots of deleted segments), removed at ``delete_after_ms``."""
-
-    segment: LogSegment | None
-    delete_after_ms: int
-    paths: tuple[str, ...] = ()
 
 
 class Log:
@@ -95,69 +65,66 @@ class Log:
 
     def __init__(
         self,
-        fs: FileSystem,
-        directory: str,
-        topic: str,
-        partition: int,
-        config: LogConfig,
-        clock: Clock,
-        segments: list[LogSegment],
+        local_log: LocalLog,
         *,
         log_start_offset: int,
-        recovery_point: int,
-        rng: random.Random,
         producer_state: ProducerStateManager | None = None,
     ) -> None:
         """``producer_state``: as the loader rebuilt it; without it the log starts with no
         producers and never writes producer snapshots (a view of the files, not their owner)."""
-        if not segments:
-            raise CompactlogError(f"log {directory} has no segment")
-        self.fs = fs
-        self.dir = directory
-        self.topic = topic
-        self.partition = partition
-        self._config = config
-        self.clock = clock
-        self.rng = rng
+        self.local_log = local_log
         self.lock = threading.RLock()
-        self._segments = segments
         self._log_start_offset = log_start_offset
-        self._recovery_point = recovery_point
-        self._next_offset = segments[-1].read_next_offset()
-        self._last_flush_ms = clock()
-        self._pending_deletions: list[PendingDeletion] = []
         self._pending_flush_offset = 0
         if producer_state is None:
             producer_state = ProducerStateManager(
-                fs,
-                directory,
+                local_log.fs,
+                local_log.dir,
                 self.name,
                 producer_id_expiration_ms=DEFAULT_PRODUCER_ID_EXPIRATION_MS,
                 writes_snapshots=False,
             )
-            producer_state.update_map_end_offset(self._next_offset)
+            producer_state.update_map_end_offset(local_log.log_end_offset)
         self._producer_state = producer_state
         self._unsynced_snapshots: list[str] = []  # written at a roll, fsynced by the next flush
-        # The directory needs an fsync only after a file in it was created, renamed or removed.
-        self._dir_needs_sync = True
         self._closed = False
 
     # --- identity and state ---------------------------------------------------------------
     @property
+    def fs(self) -> FileSystem:
+        return self.local_log.fs
+
+    @property
+    def dir(self) -> str:
+        return self.local_log.dir
+
+    @property
+    def topic(self) -> str:
+        return self.local_log.topic
+
+    @property
+    def partition(self) -> int:
+        return self.local_log.partition
+
+    @property
+    def clock(self) -> Clock:
+        return self.local_log.clock
+
+    @property
     def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
+        return self.local_log.name
 
     def __repr__(self) -> str:
-        return f"Log({self.name}, start={self._log_start_offset}, end={self._next_offset})"
+        return f"Log({self.name}, start={self._log_start_offset}, end={self.log_end_offset})"
 
     @property
     def config(self) -> LogConfig:
-        return self._config
+        return self.local_log.config
 
     def update_config(self, config: LogConfig) -> None:
         """Dynamic config change: takes effect for the next append, roll and retention run."""
         with self.lock:
-            self._config = config
+            self.local_log.update_config(config)
 
     @property
     def log_start_offset(self) -> int:
@@ -165,29 +132,29 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self._next_offset
+        return self.local_log.log_end_offset
 
     @property
     def high_watermark(self) -> int:
-        return self._next_offset
+        return self.local_log.log_end_offset
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self.local_log.recovery_point
 
     def segments(self) -> list[LogSegment]:
         """A snapshot of the segments, oldest first."""
-        return list(self._segments)
+        return self.local_log.segments()
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self.local_log.active_segment
 
     def size(self) -> int:
-        return sum(s.size for s in self._segments)
+        return self.local_log.size()
 
     def unflushed_messages(self) -> int:
-        return self._next_offset - self._recovery_point
+        return self.local_log.unflushed_messages()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -239,13 +206,13 @@ class Log:
         """
         with self.lock:
             self._check_open()
-            config = self._config
+            config = self.config
             now = self.clock()
             validated = validate_and_assign(
                 data,
                 config=config,
                 topic_partition=self.name,
-                next_offset=self._next_offset,
+                next_offset=self.log_end_offset,
                 now_ms=now,
                 from_client=from_client,
                 verify_crc=verify_crc,
@@ -257,7 +224,7 @@ class Log:
                     f"the append of {size} bytes to {self.name} is larger than "
                     f"segment.bytes={config.segment_bytes}"
                 )
-            segment = self._maybe_roll(size, validated.max_timestamp, validated.last_offset, now)
+            self._maybe_roll(size, validated.max_timestamp, validated.last_offset, now)
             producer_append = None
             if validated.has_producer_id:
                 producer_append = self._producer_state.prepare_append(
@@ -273,21 +240,19 @@ class Log:
                         log_append_time=duplicate.timestamp,
                         duplicate=True,
                     )
+            fields = None
             if validated.batch_count == 1:  # a producer's append: its header is known
                 fields = [(validated.last_offset, validated.max_timestamp, len(validated.data))]
-                segment.append(validated.data, fields)
-            else:
-                segment.append(validated.data)
-            self._next_offset = validated.last_offset + 1
+            self.local_log.append(validated.last_offset, validated.data, fields)
             if producer_append is not None:
                 self._producer_state.update(producer_append)
-            self._producer_state.map_end_offset = self._next_offset
+            self._producer_state.map_end_offset = self.log_end_offset
             if self.unflushed_messages() >= config.flush_messages:
                 self.flush()
             return validated
 
     def _max_segment_ms(self) -> int:
-        config = self._config
+        config = self.config
         if config.compact and config.max_compaction_lag_ms > 0:
             return min(config.max_compaction_lag_ms, config.segment_ms)
         return config.segment_ms
@@ -295,7 +260,7 @@ class Log:
     def _should_roll(
         self, segment: LogSegment, size: int, max_ts: int, last: int, now: int
     ) -> bool:
-        config = self._config
+        config = self.config
         if segment.size > config.segment_bytes - size:
             return True
         if segment.size > 0:
@@ -311,7 +276,7 @@ class Log:
         return not 0 <= last - segment.base_offset <= 2**31 - 1
 
     def _maybe_roll(self, size: int, max_ts: int, last_offset: int, now: int) -> LogSegment:
-        segment = self._segments[-1]
+        segment = self.local_log.active_segment
         if self._should_roll(segment, size, max_ts, last_offset, now):
             return self.roll()
         return segment
@@ -320,24 +285,11 @@ class Log:
         """Start a new active segment at the log end offset (or a larger expected offset)."""
         with self.lock:
             self._check_open()
-            new_offset = max(expected_next_offset or 0, self._next_offset)
-            active = self._segments[-1]
-            if active.base_offset == new_offset:
-                if active.size == 0:
-                    return active  # rolling an empty segment at the same offset changes nothing
-                raise CompactlogError(
-                    f"cannot roll {self.name}: a segment with base offset {new_offset} exists"
-                )
-            if new_offset < active.base_offset:
-                raise CompactlogError(
-                    f"cannot roll {self.name} at {new_offset}, below the active segment "
-                    f"{active.base_offset}"
-                )
-            active.on_become_inactive()
-            active.release_index_handles()
-            segment = self._new_segment(new_offset)
-            self._segments.append(segment)
-            segment.make_active()
+            active = self.local_log.active_segment
+            segment = self.local_log.roll(expected_next_offset)
+            if segment is active:
+                return segment  # rolling an empty segment at the same offset changes nothing
+            new_offset = segment.base_offset
             # The snapshot's offset is the new segment's base, so that loading can start from it
             # and replay only this segment. Not fsynced here: the next flush does it.
             self._producer_state.update_map_end_offset(new_offset)
@@ -352,53 +304,28 @@ class Log:
         """Flush what a roll asked to flush (the store's background thread calls this)."""
         with self.lock:
             if self._closed or (
-                self._pending_flush_offset <= self._recovery_point and not self._unsynced_snapshots
+                self._pending_flush_offset <= self.recovery_point and not self._unsynced_snapshots
             ):
                 return
             self.flush(self._pending_flush_offset)
-
-    def _new_segment(self, base_offset: int) -> LogSegment:
-        config = self._config
-        prefix = os.path.join(self.dir, f"{base_offset:020d}")
-        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
-            self.fs.remove(prefix + suffix)
-        jitter = draw_roll_jitter(config.segment_jitter_ms, config.segment_ms, self.rng)
-        self._dir_needs_sync = True
-        return LogSegment(
-            self.fs,
-            self.dir,
-            base_offset,
-            segment_settings(config),
-            now_ms=self.clock(),
-            roll_jitter_ms=jitter,
-        )
 
     # --- durability -----------------------------------------------------------------------
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in ``[recovery point, offset)``; advance it."""
         with self.lock:
             self._check_open()
-            target = self._next_offset if offset is None else min(offset, self._next_offset)
-            if target <= self._recovery_point:
+            local = self.local_log
+            end = local.log_end_offset
+            target = end if offset is None else min(offset, end)
+            if target <= local.recovery_point:
                 if self._unsynced_snapshots:  # a roll's snapshot, and no data to flush
-                    self._sync_snapshots()
-                    self.fs.sync_dir(self.dir)
-                    self._dir_needs_sync = False
+                    self._sync_snapshots()  # marks the directory changed
+                    local.sync_dir_if_changed()
                 return
-            for i, segment in enumerate(self._segments):
-                upper = (
-                    self._segments[i + 1].base_offset
-                    if i + 1 < len(self._segments)
-                    else self._next_offset
-                )
-                if upper > self._recovery_point and segment.base_offset < target:
-                    segment.flush()
+            local.flush(target)
             self._sync_snapshots()
-            if self._dir_needs_sync:
-                self.fs.sync_dir(self.dir)
-                self._dir_needs_sync = False
-            self._recovery_point = target
-            self._last_flush_ms = self.clock()
+            local.sync_dir_if_changed()
+            local.mark_flushed(target)
 
     def _sync_snapshots(self) -> None:
         for path in self._unsynced_snapshots:
@@ -409,22 +336,26 @@ class Log:
                 finally:
                     handle.close()
         if self._unsynced_snapshots:
-            self._dir_needs_sync = True
+            self.local_log.note_dir_change()
         self._unsynced_snapshots = []
 
     def flush_if_due(self, now: int) -> bool:
         """The ``flush.ms`` rule, run by the store's background flusher."""
-        if now - self._last_flush_ms >= self._config.flush_ms and self.unflushed_messages() > 0:
+        if (
+            now - self.local_log.last_flush_ms >= self.config.flush_ms
+            and self.unflushed_messages() > 0
+        ):
             self.flush()
             return True
         return False
 
     # --- reads ----------------------------------------------------------------------------
     def _check_read_offset(self, offset: int) -> None:
-        if offset < self._log_start_offset or offset > self._next_offset:
+        end = self.log_end_offset
+        if offset < self._log_start_offset or offset > end:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is out of range for {self.name}: the log holds "
-                f"[{self._log_start_offset}, {self._next_offset})"
+                f"[{self._log_start_offset}, {end})"
             )
 
     def _segment_index_for(self, segments: list[LogSegment], offset: int) -> int:
@@ -445,8 +376,9 @@ class Log:
         """
         self._check_open()
         self._check_read_offset(start_offset)
-        segments = list(self._segments)
-        upper = self._next_offset if end_offset is None else min(end_offset, self._next_offset)
+        segments = self.local_log.segments()
+        end = self.log_end_offset
+        upper = end if end_offset is None else min(end_offset, end)
         return self._iter_batches(segments, start_offset, upper)
 
     def _iter_batches(
@@ -486,7 +418,7 @@ class Log:
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ``timestamp``, or None."""
-        for segment in list(self._segments):
+        for segment in self.local_log.segments():
             if segment.largest_timestamp() < timestamp:
                 continue
             batch = segment.find_offset_by_timestamp(timestamp)
@@ -501,7 +433,7 @@ class Log:
         """(offset, timestamp) of the first record with the log's largest timestamp, or None
         for a log without records: Kafka's ListOffsets MAX_TIMESTAMP (-3), which looks in the
         first segment holding that timestamp and returns the record's own offset (Kafka 3.8+)."""
-        segments = list(self._segments)
+        segments = self.local_log.segments()
         latest = max(segments, key=lambda segment: segment.max_timestamp_so_far)
         target = latest.max_timestamp_so_far
         if target < 0:
@@ -516,76 +448,21 @@ class Log:
 
     # --- the cleaner's swap ---------------------------------------------------------------
     def new_cleaned_segment(self, base_offset: int) -> LogSegment:
-        """An empty ``<base>.log.cleaned`` segment (leftovers of an earlier attempt removed)."""
-        prefix = os.path.join(self.dir, f"{base_offset:020d}")
-        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
-            self.fs.remove(prefix + suffix + CLEANED_SUFFIX)
-        config = self._config
-        settings = SegmentSettings(
-            index_interval_bytes=config.index_interval_bytes,
-            segment_index_bytes=config.segment_index_bytes,
-            preallocate=False,
-            segment_bytes=config.segment_bytes,
-        )
-        return LogSegment(
-            self.fs, self.dir, base_offset, settings, now_ms=self.clock(), suffix=CLEANED_SUFFIX
-        )
+        """An empty ``<base>.log.cleaned`` segment (:meth:`LocalLog.new_cleaned_segment
+        <compactlog.storage.local_log.LocalLog.new_cleaned_segment>`)."""
+        return self.local_log.new_cleaned_segment(base_offset)
 
     def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
-        """Swap a finished ``.cleaned`` segment in for ``old`` (Kafka's ``replaceSegments``).
+        """Swap a finished ``.cleaned`` segment in for ``old``.
 
-        The protocol, with what a crash at each point leaves (the loader finishes or undoes it):
-
-        1. ``new``'s files are renamed ``.cleaned`` -> ``.swap`` (a crash before all are
-           renamed: the loader deletes the ``.swap`` at or above a ``.cleaned`` offset and every
-           ``.cleaned``, so the originals stay);
-        2. the segment map switches to ``new`` at once, so readers see either the old segments or
-           the new one, never a mix;
-        3. each old segment is renamed ``.deleted`` (a crash now: the loader deletes the
-           originals that the ``.swap`` covers and completes the swap);
-        4. ``new``'s files are renamed ``.swap`` -> final names and the directory is fsynced.
-
-        Old segments stay readable by readers that already hold them until ``file.delete.delay.ms``.
-
-        Beyond Kafka: before step 1, the replaced offset range is written to
-        ``<base>.swaprange`` (atomically) and removed after step 4. Kafka's loader infers the
-        range from the ``.swap`` segment's own offsets, which falls short when the group's last
-        segments were compacted away entirely: after a crash between steps 1 and 3 those
-        originals would come back next to the new segment. With the range file the loader
-        removes them too.
+        The local log's crash-safe swap
+        (:meth:`~compactlog.storage.local_log.LocalLog.replace_segments`) runs first; then, as in
+        Kafka's ``UnifiedLog.replaceSegments``, the producer snapshots of the replaced segments
+        go too, except the one at the new segment's base offset.
         """
         with self.lock:
             self._check_open()
-            present = [s for s in old if any(s is t for t in self._segments)]
-            range_path = os.path.join(self.dir, f"{new.base_offset:020d}{SWAP_RANGE_SUFFIX}")
-            if present:
-                i = next(i for i, s in enumerate(self._segments) if s is present[-1])
-                end = (
-                    self._segments[i + 1].base_offset
-                    if i + 1 < len(self._segments)
-                    else present[-1].read_next_offset()
-                )
-                write_file_atomically(self.fs, range_path, f"{end}\n".encode())
-            new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
-            self.fs.sync_dir(self.dir)
-            if present:
-                first = next(i for i, s in enumerate(self._segments) if s is present[0])
-                last = next(i for i, s in enumerate(self._segments) if s is present[-1])
-                self._segments[first : last + 1] = [new]
-            else:
-                self._segments.append(new)
-                self._segments.sort(key=lambda s: s.base_offset)
-            delay = self._config.file_delete_delay_ms
-            now = self.clock()
-            for segment in present:
-                segment.change_suffix("", DELETED_SUFFIX)
-                segment.release_index_handles()
-                self._pending_deletions.append(PendingDeletion(segment, now + delay))
-            new.change_suffix(SWAP_SUFFIX, "")
-            self.fs.sync_dir(self.dir)
-            self.fs.remove(range_path)
-            self._dir_needs_sync = True
-            # The snapshots of the replaced segments go too, except at the new segment's base.
+            present, now = self.local_log.replace_segments(new, old)
             self._delete_producer_snapshots(
                 [s for s in present if s.base_offset != new.base_offset], now
             )
@@ -599,10 +476,7 @@ class Log:
             if path is not None:
                 paths.append(path)
         if paths:
-            self._dir_needs_sync = True
-            self._pending_deletions.append(
-                PendingDeletion(None, now + self._config.file_delete_delay_ms, tuple(paths))
-            )
+            self.local_log.delete_files_later(tuple(paths), now)
 
     # --- retention and deletion ---------------------------------------------------------
     def delete_records(self, before_offset: int) -> int:
@@ -614,10 +488,11 @@ class Log:
         """
         with self.lock:
             self._check_open()
-            if not self._config.delete:
+            config = self.config
+            if not config.delete:
                 raise PolicyViolationError(
                     f"records of partition {self.name} cannot be deleted: its cleanup.policy "
-                    f"is {','.join(sorted(self._config.cleanup_policy))}"
+                    f"is {','.join(sorted(config.cleanup_policy))}"
                 )
             if before_offset > self.high_watermark or before_offset < 0:
                 raise OffsetOutOfRangeError(
@@ -633,10 +508,10 @@ class Log:
         self, predicate: Callable[[LogSegment, LogSegment | None], bool]
     ) -> list[LogSegment]:
         result: list[LogSegment] = []
-        segments = self._segments
+        segments = self.local_log.segments()
         for i, segment in enumerate(segments):
             nxt = segments[i + 1] if i + 1 < len(segments) else None
-            upper = nxt.base_offset if nxt is not None else self._next_offset
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
             last_and_empty = nxt is None and segment.size == 0
             if self.high_watermark >= upper and not last_and_empty and predicate(segment, nxt):
                 result.append(segment)
@@ -647,22 +522,17 @@ class Log:
     def _delete_segments(self, deletable: list[LogSegment]) -> int:
         if not deletable:
             return 0
-        if len(deletable) == len(self._segments):
+        local = self.local_log
+        if len(deletable) == len(local.segments()):
             self.roll()
         now = self.clock()
-        for segment in deletable:
-            self._segments.remove(segment)
-            segment.change_suffix("", DELETED_SUFFIX)
-            segment.release_index_handles()
-            self._pending_deletions.append(
-                PendingDeletion(segment, now + self._config.file_delete_delay_ms)
-            )
-        self.fs.sync_dir(self.dir)
-        start = max(self._log_start_offset, min(self._segments[0].base_offset, self.high_watermark))
+        # Also moves the recovery point up to the first remaining segment.
+        local.remove_and_delete_segments(deletable, now)
+        first_base = local.segments()[0].base_offset
+        start = max(self._log_start_offset, min(first_base, self.high_watermark))
         if start > self._log_start_offset:
             self._log_start_offset = start
             self._producer_state.on_log_start_offset_incremented(start)
-        self._recovery_point = max(self._recovery_point, self._segments[0].base_offset)
         self._delete_producer_snapshots(deletable, now)
         return len(deletable)
 
@@ -673,7 +543,7 @@ class Log:
         return self._delete_segments(self._deletable_segments(breached))
 
     def delete_retention_size_breached_segments(self) -> int:
-        retention = self._config.retention_bytes
+        retention = self.config.retention_bytes
         size = self.size()
         if retention < 0 or size < retention:
             return 0
@@ -689,7 +559,7 @@ class Log:
         return self._delete_segments(self._deletable_segments(breached))
 
     def delete_retention_ms_breached_segments(self, now: int) -> int:
-        retention = self._config.retention_ms
+        retention = self.config.retention_ms
         if retention < 0:
             return 0
 
@@ -704,7 +574,7 @@ class Log:
             self._check_open()
             now = self.clock() if now is None else now
             deleted = self.delete_log_start_offset_breached_segments()
-            if self._config.delete:
+            if self.config.delete:
                 deleted += self.delete_retention_size_breached_segments()
                 deleted += self.delete_retention_ms_breached_segments(now)
             self.remove_deleted_files(now)
@@ -713,17 +583,7 @@ class Log:
     def remove_deleted_files(self, now: int | None = None, *, force: bool = False) -> None:
         """Physically remove ``.deleted`` segments whose ``file.delete.delay.ms`` has passed."""
         with self.lock:
-            now = self.clock() if now is None else now
-            keep: list[PendingDeletion] = []
-            for pending in self._pending_deletions:
-                if force or now >= pending.delete_after_ms:
-                    if pending.segment is not None:
-                        pending.segment.delete_files()
-                    for path in pending.paths:
-                        self.fs.remove(path)
-                else:
-                    keep.append(pending)
-            self._pending_deletions = keep
+            self.local_log.remove_deleted_files(now, force=force)
 
     # --- life cycle -----------------------------------------------------------------------
     def close(self) -> None:
@@ -735,29 +595,19 @@ class Log:
             # A snapshot at the log end offset: the next load needs no replay.
             if self._producer_state.take_snapshot() is not None:
                 self.fs.sync_dir(self.dir)
-            for segment in self._segments:
-                segment.close()
-            self.remove_deleted_files(force=True)
+            self.local_log.close()
             self._closed = True
 
     def close_without_flush(self) -> None:
         """Release file handles only: what a crash would leave, minus the lost process. The
         segments waiting as ``.deleted`` are released too (their files stay for recovery)."""
         with self.lock:
-            for segment in self._segments:
-                segment.close_handles()
-            for pending in self._pending_deletions:
-                if pending.segment is not None:
-                    pending.segment.close_handles()
+            self.local_log.close_handles()
             self._closed = True
 
     def delete(self) -> None:
         """Remove every file of this log and its directory."""
         with self.lock:
-            for segment in self._segments:
-                segment.delete_files()
-            self.remove_deleted_files(force=True)
+            self.local_log.delete_all_segments()
             self._closed = True
-            for name in self.fs.listdir(self.dir):
-                self.fs.remove(os.path.join(self.dir, name))
-            self.fs.rmdir(self.dir)
+            self.local_log.delete_dir()

@@ -33,7 +33,8 @@ from compactlog.errors import CompactlogError, StorageError
 from compactlog.storage.checkpoint import MalformedCheckpointError, parse_checkpoint
 from compactlog.storage.config import BrokerConfig, LogConfig
 from compactlog.storage.fs import ReadOnlyFileSystem
-from compactlog.storage.log import Log, segment_settings
+from compactlog.storage.local_log import LocalLog, segment_settings
+from compactlog.storage.log import Log
 from compactlog.storage.segment import LOG_SUFFIX, LogSegment
 from compactlog.storage.topic_catalog import TOPICS_FILE, adopt_catalog, read_topics_file
 from compactlog.storage.topic_names import partition_dir_name
@@ -125,7 +126,7 @@ def read_only_log(
             segment.time_index.load()
         next_offset = segments[-1].read_next_offset()
         start = min(max(log_start_checkpoint or 0, segments[0].base_offset), next_offset)
-        log = Log(
+        local_log = LocalLog(
             fs,
             directory,
             topic,
@@ -133,10 +134,10 @@ def read_only_log(
             config,
             lambda: now,
             segments,
-            log_start_offset=start,
             recovery_point=next_offset,
             rng=random.Random(0),
         )
+        log = Log(local_log, log_start_offset=start)
         yield log
     finally:
         for segment in segments:

@@ -6,7 +6,7 @@ booleans are ``true``/``false`` in any case, ``int`` must fit 32 bits and ``long
 are comma separated (empty string = empty list), and enumerated strings (``compression.type``,
 ``message.timestamp.type``, ``cleanup.policy`` elements) are matched **case-sensitively**, as
 Kafka's ``ValidString``/``ValidList`` do. :func:`parse_value` then applies the config's validator
-(:mod:`compactlog.storage.config_defs`); every refusal is a :class:`ConfigError` naming the
+(:mod:`compactlog.storage.config.defs`); every refusal is a :class:`ConfigError` naming the
 config, the value and the reason.
 
 Rendering (:func:`render_value`, behind ``LogConfig.describe``) follows Kafka's DescribeConfigs,
@@ -27,7 +27,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Final
 
 from compactlog.errors import ConfigError
-from compactlog.storage.config_defs import (
+from compactlog.storage.config.defs import (
     INT_MAX,
     INT_MIN,
     LONG_MAX,

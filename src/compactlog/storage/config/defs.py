@@ -1,8 +1,10 @@
 """The catalogue of topic and broker configs: Kafka 3.9's names, types, defaults and valid values.
 
 This module is data and the rules on one value at a time. Reading a value from text and printing
-it back is :mod:`compactlog.storage.config_values`; resolving defaults and the rules across
-configs is :mod:`compactlog.storage.config`, which re-exports every public name defined here.
+it back is :mod:`compactlog.storage.config.values`; the rules across configs are
+:mod:`compactlog.storage.config.rules`; resolving defaults and effective values is
+:mod:`compactlog.storage.config.broker_config` and :mod:`compactlog.storage.config.log_config`.
+The package :mod:`compactlog.storage.config` re-exports every public name defined here.
 
 * The value types (:data:`ConfigType`, :data:`ConfigValue`, :data:`RawValue`), Java's integer
   bounds and the size and time constants the tables use.
@@ -72,7 +74,7 @@ CONFIG_TYPE_IDS: Final[Mapping[ConfigType, int]] = MappingProxyType(
 # --------------------------------------------------------------------------------------------
 
 
-# Validators word their problems with it; config_values' parse errors show values the same way.
+# Validators word their problems with it; config.values' parse errors show values the same way.
 def _show(value: object) -> str:
     """A value for an error message: as typed when plain, else escaped (NUL, look-alikes)."""
     if isinstance(value, str):

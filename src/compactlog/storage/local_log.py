@@ -1,0 +1,360 @@
+"""One partition's files on local disk: Kafka's ``LocalLog``, held by the partition's
+:class:`~compactlog.storage.log.Log` (Kafka's ``UnifiedLog``).
+
+Theory of operation:
+
+* **Directory and segments.** A :class:`LocalLog` owns the partition directory and the list of
+  its segments sorted by base offset; the last one is *active* and the only one written. It keeps
+  the two offsets that describe the files: the log end offset (the next offset to assign) and the
+  recovery point, below which every segment was fsynced (after an unclean stop only the segments
+  from the one holding it are re-checked). What those offsets mean to readers (log start offset,
+  high watermark) and when to roll, flush or delete is decided by the :class:`Log` above it.
+* **Rolling** (:meth:`LocalLog.roll`) closes the active segment's indexes to writes and starts a
+  new segment at the log end offset, with its own roll jitter.
+* **Flushing** (:meth:`LocalLog.flush`) fsyncs the segments holding offsets between the recovery
+  point and a target; the directory itself is fsynced only after a file in it was created, renamed
+  or removed (:meth:`LocalLog.note_dir_change`, :meth:`LocalLog.sync_dir_if_changed`).
+* **Deleting segments** (:meth:`LocalLog.remove_and_delete_segments`): a segment leaves the map,
+  is renamed ``.deleted`` at once and its files are removed after ``file.delete.delay.ms``
+  (:meth:`LocalLog.remove_deleted_files`), so readers that still hold it finish their read. Other
+  files renamed ``.deleted`` by the :class:`Log` (producer snapshots) wait in the same queue.
+* **The cleaner's swap** (:meth:`LocalLog.replace_segments`): a ``.cleaned`` segment replaces a
+  group of segments through renames that a crash at any point leaves recoverable by
+  :mod:`compactlog.storage.loader`, which also builds the segment list a :class:`LocalLog` starts
+  from.
+
+A :class:`LocalLog` is not thread-safe on its own: every change runs under its :class:`Log`'s
+lock, and whether the log is still open is the :class:`Log`'s to check.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from compactlog.errors import CompactlogError
+from compactlog.storage.config import LogConfig
+from compactlog.storage.fs import FileSystem, write_file_atomically
+from compactlog.storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    SWAP_RANGE_SUFFIX,
+    SWAP_SUFFIX,
+    LogSegment,
+    SegmentSettings,
+    draw_roll_jitter,
+)
+
+Clock = Callable[[], int]
+
+
+def segment_settings(config: LogConfig) -> SegmentSettings:
+    return SegmentSettings(
+        index_interval_bytes=config.index_interval_bytes,
+        segment_index_bytes=config.segment_index_bytes,
+        preallocate=config.preallocate,
+        segment_bytes=config.segment_bytes,
+    )
+
+
+@dataclass
+class PendingDeletion:
+    """A segment renamed ``.deleted`` (or, with ``segment`` None, the files in ``paths``: the
+    producer snapshots of deleted segments), removed at ``delete_after_ms``."""
+
+    segment: LogSegment | None
+    delete_after_ms: int
+    paths: tuple[str, ...] = ()
+
+
+class LocalLog:
+    """A partition directory and its segments. :func:`compactlog.storage.loader.load_log` builds
+    one from the recovered segments and hands it to a :class:`~compactlog.storage.log.Log`."""
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        directory: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        clock: Clock,
+        segments: list[LogSegment],
+        *,
+        recovery_point: int,
+        rng: random.Random,
+    ) -> None:
+        if not segments:
+            raise CompactlogError(f"log {directory} has no segment")
+        self.fs = fs
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self._config = config
+        self.clock = clock
+        self.rng = rng
+        self._segments = segments
+        self._recovery_point = recovery_point
+        self._next_offset = segments[-1].read_next_offset()
+        self._last_flush_ms = clock()
+        self._pending_deletions: list[PendingDeletion] = []
+        # The directory needs an fsync only after a file in it was created, renamed or removed.
+        self._dir_needs_sync = True
+
+    # --- identity and state ---------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        self._config = config
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._last_flush_ms
+
+    def segments(self) -> list[LogSegment]:
+        """A snapshot of the segments, oldest first."""
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    def size(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def unflushed_messages(self) -> int:
+        return self._next_offset - self._recovery_point
+
+    # --- appends and rolling --------------------------------------------------------------
+    def append(
+        self,
+        last_offset: int,
+        data: bytes | bytearray | memoryview,
+        fields: list[tuple[int, int, int]] | None = None,
+    ) -> None:
+        """Write validated whole batches to the active segment; the log end offset moves to
+        ``last_offset + 1``. ``fields``: as :meth:`LogSegment.append` takes them."""
+        self._segments[-1].append(data, fields)
+        self._next_offset = last_offset + 1
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (or a larger expected offset); an
+        empty active segment at that offset is kept and returned as it is."""
+        new_offset = max(expected_next_offset or 0, self._next_offset)
+        active = self._segments[-1]
+        if active.base_offset == new_offset:
+            if active.size == 0:
+                return active  # rolling an empty segment at the same offset changes nothing
+            raise CompactlogError(
+                f"cannot roll {self.name}: a segment with base offset {new_offset} exists"
+            )
+        if new_offset < active.base_offset:
+            raise CompactlogError(
+                f"cannot roll {self.name} at {new_offset}, below the active segment "
+                f"{active.base_offset}"
+            )
+        active.on_become_inactive()
+        active.release_index_handles()
+        segment = self._new_segment(new_offset)
+        self._segments.append(segment)
+        segment.make_active()
+        return segment
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        config = self._config
+        prefix = os.path.join(self.dir, f"{base_offset:020d}")
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            self.fs.remove(prefix + suffix)
+        jitter = draw_roll_jitter(config.segment_jitter_ms, config.segment_ms, self.rng)
+        self._dir_needs_sync = True
+        return LogSegment(
+            self.fs,
+            self.dir,
+            base_offset,
+            segment_settings(config),
+            now_ms=self.clock(),
+            roll_jitter_ms=jitter,
+        )
+
+    # --- durability -----------------------------------------------------------------------
+    def flush(self, offset: int) -> None:
+        """fsync every segment holding offsets in ``[recovery point, offset)``. The directory
+        and the recovery point are the caller's next steps (:meth:`sync_dir_if_changed`,
+        :meth:`mark_flushed`)."""
+        for i, segment in enumerate(self._segments):
+            upper = (
+                self._segments[i + 1].base_offset
+                if i + 1 < len(self._segments)
+                else self._next_offset
+            )
+            if upper > self._recovery_point and segment.base_offset < offset:
+                segment.flush()
+
+    def note_dir_change(self) -> None:
+        """A file in the directory was created, renamed or removed: the next flush fsyncs it."""
+        self._dir_needs_sync = True
+
+    def sync_dir_if_changed(self) -> None:
+        if self._dir_needs_sync:
+            self.fs.sync_dir(self.dir)
+            self._dir_needs_sync = False
+
+    def mark_flushed(self, recovery_point: int) -> None:
+        """Everything below ``recovery_point`` is on disk, as of now."""
+        self._recovery_point = recovery_point
+        self._last_flush_ms = self.clock()
+
+    # --- the cleaner's swap ---------------------------------------------------------------
+    def new_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """An empty ``<base>.log.cleaned`` segment (leftovers of an earlier attempt removed)."""
+        prefix = os.path.join(self.dir, f"{base_offset:020d}")
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            self.fs.remove(prefix + suffix + CLEANED_SUFFIX)
+        config = self._config
+        settings = SegmentSettings(
+            index_interval_bytes=config.index_interval_bytes,
+            segment_index_bytes=config.segment_index_bytes,
+            preallocate=False,
+            segment_bytes=config.segment_bytes,
+        )
+        return LogSegment(
+            self.fs, self.dir, base_offset, settings, now_ms=self.clock(), suffix=CLEANED_SUFFIX
+        )
+
+    def replace_segments(
+        self, new: LogSegment, old: list[LogSegment]
+    ) -> tuple[list[LogSegment], int]:
+        """Swap a finished ``.cleaned`` segment in for ``old`` (Kafka's ``replaceSegments``).
+
+        The protocol, with what a crash at each point leaves (the loader finishes or undoes it):
+
+        1. ``new``'s files are renamed ``.cleaned`` -> ``.swap`` (a crash before all are
+           renamed: the loader deletes the ``.swap`` at or above a ``.cleaned`` offset and every
+           ``.cleaned``, so the originals stay);
+        2. the segment map switches to ``new`` at once, so readers see either the old segments or
+           the new one, never a mix;
+        3. each old segment is renamed ``.deleted`` (a crash now: the loader deletes the
+           originals that the ``.swap`` covers and completes the swap);
+        4. ``new``'s files are renamed ``.swap`` -> final names and the directory is fsynced.
+
+        Old segments stay readable by readers that already hold them until ``file.delete.delay.ms``.
+
+        Beyond Kafka: before step 1, the replaced offset range is written to
+        ``<base>.swaprange`` (atomically) and removed after step 4. Kafka's loader infers the
+        range from the ``.swap`` segment's own offsets, which falls short when the group's last
+        segments were compacted away entirely: after a crash between steps 1 and 3 those
+        originals would come back next to the new segment. With the range file the loader
+        removes them too.
+
+        Returns the segments of ``old`` that were in the map (now replaced) and the clock time
+        their deletion was scheduled at, for the files of the caller's that go with them.
+        """
+        present = [s for s in old if any(s is t for t in self._segments)]
+        range_path = os.path.join(self.dir, f"{new.base_offset:020d}{SWAP_RANGE_SUFFIX}")
+        if present:
+            i = next(i for i, s in enumerate(self._segments) if s is present[-1])
+            end = (
+                self._segments[i + 1].base_offset
+                if i + 1 < len(self._segments)
+                else present[-1].read_next_offset()
+            )
+            write_file_atomically(self.fs, range_path, f"{end}\n".encode())
+        new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+        self.fs.sync_dir(self.dir)
+        if present:
+            first = next(i for i, s in enumerate(self._segments) if s is present[0])
+            last = next(i for i, s in enumerate(self._segments) if s is present[-1])
+            self._segments[first : last + 1] = [new]
+        else:
+            self._segments.append(new)
+            self._segments.sort(key=lambda s: s.base_offset)
+        delay = self._config.file_delete_delay_ms
+        now = self.clock()
+        for segment in present:
+            segment.change_suffix("", DELETED_SUFFIX)
+            segment.release_index_handles()
+            self._pending_deletions.append(PendingDeletion(segment, now + delay))
+        new.change_suffix(SWAP_SUFFIX, "")
+        self.fs.sync_dir(self.dir)
+        self.fs.remove(range_path)
+        self._dir_needs_sync = True
+        return present, now
+
+    # --- deletion -------------------------------------------------------------------------
+    def remove_and_delete_segments(self, deletable: list[LogSegment], now: int) -> None:
+        """Take ``deletable`` out of the map and rename them ``.deleted``; their files go after
+        ``file.delete.delay.ms``. The recovery point moves up to the first remaining segment."""
+        for segment in deletable:
+            self._segments.remove(segment)
+            segment.change_suffix("", DELETED_SUFFIX)
+            segment.release_index_handles()
+            self._pending_deletions.append(
+                PendingDeletion(segment, now + self._config.file_delete_delay_ms)
+            )
+        self.fs.sync_dir(self.dir)
+        self._recovery_point = max(self._recovery_point, self._segments[0].base_offset)
+
+    def delete_files_later(self, paths: tuple[str, ...], now: int) -> None:
+        """Remove ``paths``, already renamed ``.deleted`` by the caller, after
+        ``file.delete.delay.ms`` (with the segments waiting the same way)."""
+        self._dir_needs_sync = True
+        self._pending_deletions.append(
+            PendingDeletion(None, now + self._config.file_delete_delay_ms, paths)
+        )
+
+    def remove_deleted_files(self, now: int | None = None, *, force: bool = False) -> None:
+        """Physically remove ``.deleted`` segments whose ``file.delete.delay.ms`` has passed."""
+        now = self.clock() if now is None else now
+        keep: list[PendingDeletion] = []
+        for pending in self._pending_deletions:
+            if force or now >= pending.delete_after_ms:
+                if pending.segment is not None:
+                    pending.segment.delete_files()
+                for path in pending.paths:
+                    self.fs.remove(path)
+            else:
+                keep.append(pending)
+        self._pending_deletions = keep
+
+    # --- life cycle -----------------------------------------------------------------------
+    def close(self) -> None:
+        """Close every segment and remove the files waiting as ``.deleted``."""
+        for segment in self._segments:
+            segment.close()
+        self.remove_deleted_files(force=True)
+
+    def close_handles(self) -> None:
+        """Release file handles only, the ``.deleted`` segments' too (their files stay)."""
+        for segment in self._segments:
+            segment.close_handles()
+        for pending in self._pending_deletions:
+            if pending.segment is not None:
+                pending.segment.close_handles()
+
+    def delete_all_segments(self) -> None:
+        """Remove the files of every segment, and of those waiting as ``.deleted``."""
+        for segment in self._segments:
+            segment.delete_files()
+        self.remove_deleted_files(force=True)
+
+    def delete_dir(self) -> None:
+        """Remove every file left in the directory, then the directory."""
+        for name in self.fs.listdir(self.dir):
+            self.fs.remove(os.path.join(self.dir, name))
+        self.fs.rmdir(self.dir)

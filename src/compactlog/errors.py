@@ -15,32 +15,87 @@ Families:
 * idempotent producers: :class:`ProducerStateError` and its subclasses (sequence and epoch
   checks of the log's producer state);
 * requests: everything else here, each the local twin of one Kafka error code.
+
+Kafka's error codes are here too, in one table (:data:`ERROR_NAMES`), so the storage layer, the
+protocol and the broker name a code the same way.
 """
 
 from __future__ import annotations
 
-# Kafka protocol error codes used by the storage layer (Errors.java).
+# --------------------------------------------------------------------------------------------
+# Kafka's error codes (org.apache.kafka.common.protocol.Errors): the one table. The numbers are
+# Kafka's and must never change; the errors below carry them in ``error_code`` and the broker
+# answers with them. ERROR_NAMES gives Kafka's name of each, for log lines and messages.
+
 UNKNOWN_SERVER_ERROR = -1
+NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_FETCH_SIZE = 4
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
 MESSAGE_TOO_LARGE = 10
+OFFSET_METADATA_TOO_LARGE = 12
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
 INVALID_TOPIC_EXCEPTION = 17
 RECORD_LIST_TOO_LARGE = 18
+INVALID_REQUIRED_ACKS = 21
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+INVALID_COMMIT_OFFSET_SIZE = 28
+TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
+CLUSTER_AUTHORIZATION_FAILED = 31
 INVALID_TIMESTAMP = 32
+UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
+UNSUPPORTED_VERSION = 35
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_CONFIG = 40
-UNSUPPORTED_VERSION = 35
+NOT_CONTROLLER = 41
 INVALID_REQUEST = 42
+UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 POLICY_VIOLATION = 44
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
 KAFKA_STORAGE_ERROR = 56
 UNKNOWN_PRODUCER_ID = 59
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
 UNSUPPORTED_COMPRESSION_TYPE = 76
+OFFSET_NOT_AVAILABLE = 78
+MEMBER_ID_REQUIRED = 79
+GROUP_MAX_SIZE_REACHED = 81
+FENCED_INSTANCE_ID = 82
 INVALID_RECORD = 87
+UNKNOWN_TOPIC_ID = 100
+
+ERROR_NAMES: dict[int, str] = {
+    value: name for name, value in dict(globals()).items() if name.isupper() and type(value) is int
+}
+
+
+def error_name(code: int) -> str:
+    """Kafka's name of ``code`` (``"UNKNOWN_TOPIC_OR_PARTITION"``), or ``"ERROR_<n>"``."""
+    return ERROR_NAMES.get(code, f"ERROR_{code}")
 
 
 class CompactlogError(Exception):

@@ -18,8 +18,7 @@ from compactlog.broker.coordinator.config import GroupCoordinatorConfig
 from compactlog.broker.coordinator.delayed import Pending
 from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from compactlog.broker.coordinator.service import GroupCoordinator
-from compactlog.errors import StorageError
-from compactlog.protocol.codes import (
+from compactlog.errors import (
     FENCED_INSTANCE_ID,
     GROUP_ID_NOT_FOUND,
     GROUP_MAX_SIZE_REACHED,
@@ -34,6 +33,7 @@ from compactlog.protocol.codes import (
     OFFSET_METADATA_TOO_LARGE,
     REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER_ID,
+    StorageError,
 )
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from compactlog import errors as c
 from compactlog.broker.server import BrokerThread
-from compactlog.protocol import codes as c
 from compactlog.protocol.messages import (
     AlterConfigsRequest,
     CreateTopicsRequest,

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from compactlog import errors as c
 from compactlog.broker.handlers.dispatch import HANDLERS
 from compactlog.broker.server import BrokerThread
 from compactlog.errors import ConfigError
 from compactlog.protocol import ADVERTISED, RequestHeader, Struct, decode_response, encode_request
-from compactlog.protocol import codes as c
 from compactlog.protocol.messages import (
     ApiVersionsRequest,
     FetchRequest,

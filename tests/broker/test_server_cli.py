@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from compactlog.protocol import codes as c
+from compactlog import errors as c
 from compactlog.protocol.messages import ApiVersionsRequest
 from tests.broker.test_server_basics import API_VERSIONS, Client, metadata
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from compactlog import errors as c
 from compactlog.broker.server import BrokerThread
-from compactlog.protocol import codes as c
 from compactlog.protocol.messages import (
     DescribeClusterRequest,
     DescribeLogDirsRequest,

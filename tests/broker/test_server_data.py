@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from compactlog import errors as c
 from compactlog.broker.server import BrokerThread
-from compactlog.protocol import codes as c
 from compactlog.protocol.messages import InitProducerIdRequest, ListOffsetsRequest
 from compactlog.records import Compression, iter_batches
 from tests.broker.test_server_basics import (

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from compactlog import errors as c
 from compactlog.broker.limits import DEFAULT_SOCKET_REQUEST_MAX_BYTES
 from compactlog.broker.settings import GROUP_SETTINGS, BrokerSettings
 from compactlog.errors import ConfigError
 from compactlog.protocol import RequestHeader, encode_request
-from compactlog.protocol import codes as c
 from compactlog.protocol.messages import ApiVersionsRequest
 from tests.broker.helpers.wire import Closed
 from tests.broker.test_server_basics import (

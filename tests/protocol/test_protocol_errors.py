@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from protocol_helpers import Sampler
 
+from compactlog import errors as codes
 from compactlog.errors import ProtocolError, UnsupportedVersionError
 from compactlog.protocol import (
     ADVERTISED,
@@ -23,7 +24,6 @@ from compactlog.protocol import (
     RequestHeader,
     UnsupportedRequestError,
     api_versions_error_response,
-    codes,
     decode_request,
     decode_response,
     encode_request,

@@ -37,10 +37,10 @@ Errors: the peer's mistakes raise :class:`~compactlog.errors.ProtocolError` (or 
 
 Versions: :data:`SUPPORTED` is what ``decode_request`` accepts; :data:`ADVERTISED` is what
 ApiVersions announces (the same, except Produce 0-7 announced while 3-7 are implemented, see
-:mod:`compactlog.protocol.api_keys`). Error code numbers live in :mod:`compactlog.protocol.codes`.
+:mod:`compactlog.protocol.api_keys`). Error code numbers live in :mod:`compactlog.errors`.
 """
 
-from compactlog.protocol import codes
+from compactlog.errors import ERROR_NAMES, error_name
 from compactlog.protocol.api_keys import ADVERTISED, API_KEYS, API_NAMES, SUPPORTED, ApiKey
 from compactlog.protocol.codec import (
     MalformedRequestError,
@@ -54,7 +54,6 @@ from compactlog.protocol.codec import (
     encode_request,
     encode_response,
 )
-from compactlog.protocol.codes import ERROR_NAMES, error_name
 from compactlog.protocol.frames import MAX_REQUEST_FRAME_SIZE, FrameReader
 from compactlog.protocol.headers import RequestHeader, ResponseHeader
 from compactlog.protocol.messages import REQUESTS, RESPONSES
@@ -80,7 +79,6 @@ __all__ = [
     "UnsupportedRequestError",
     "advertised_api_keys",
     "api_versions_error_response",
-    "codes",
     "decode_request",
     "decode_response",
     "encode_request",

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from compactlog import errors as codes
 from compactlog.errors import ProtocolError, UnsupportedVersionError
-from compactlog.protocol import codes
 from compactlog.protocol.api_keys import ADVERTISED, API_NAMES, SUPPORTED, ApiKey
 from compactlog.protocol.compiler import Message
 from compactlog.protocol.headers import (

@@ -54,10 +54,8 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import mmap
 import os
 import re
-import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,13 +66,11 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from compactlog.errors import CompactlogError, ConfigError
 from compactlog.records import (
     CONTROL_FLAG_MASK,
-    LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
     TIMESTAMP_TYPE_MASK,
-    BatchHeader,
 )
-from compactlog.records.batch_header import HEADER_STRUCT
 from compactlog.storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, parse_checkpoint
+from compactlog.storage.file_records import WalkEnd, iter_file_batches
+from compactlog.storage.fs import OsFileHandle
 from compactlog.storage.topic_names import parse_partition_dir_name
 
 NAME = "compactlog"
@@ -92,7 +88,6 @@ CHUNK_BYTES = 8 << 20
 ARROW_BATCH_ROWS = 65_536
 EARLIEST = -2
 LATEST = -1
-_BATCH_START = struct.Struct(">qi")  # base offset, batch length: the first 12 bytes
 
 
 class SparkSourceError(CompactlogError):
@@ -330,22 +325,15 @@ def plan_ranges(path: str, options: dict[str, str]) -> list[PartitionRange]:
 
 
 def _walk_batches(path: str, start: int = 0) -> Iterator[tuple[int, int, int]]:
-    """``(position, size, last offset)`` of each complete batch from ``start``; a torn batch
-    at the end (a writer mid-append) ends the walk."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size <= start:
-            return
-        with mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as view:
-            pos = start
-            while pos + LOG_OVERHEAD <= size:
-                _, length = _BATCH_START.unpack_from(view, pos)
-                batch_size = LOG_OVERHEAD + length
-                if length < MIN_BATCH_LENGTH or pos + batch_size > size:
-                    return
-                header = BatchHeader._make(HEADER_STRUCT.unpack_from(view, pos))
-                yield pos, batch_size, header.last_offset
-                pos += batch_size
+    """``(position, size, last offset)`` of each complete batch from ``start``, framed by the
+    storage layer's one walk; the walk ends quietly where framing stops (a writer mid-append
+    leaves a torn batch, a pre-allocated segment ends in zeros)."""
+    handle = OsFileHandle(path, os.open(path, os.O_RDONLY))
+    try:
+        for batch in iter_file_batches(handle, start, stop=WalkEnd()):
+            yield batch.position, len(batch.data), batch.header.last_offset
+    finally:
+        handle.close()
 
 
 def segment_splits(part: PartitionRange, split_bytes: int) -> list[SegmentSplit]:

@@ -1,5 +1,5 @@
 """What the group coordinator returns: result types and what a failed write tells the client (the
-error codes are Kafka's, from :mod:`compactlog.protocol.codes`; its settings are in :mod:`.config`).
+error codes are Kafka's, from :mod:`compactlog.errors`; its settings are in :mod:`.config`).
 
 The results mirror the fields of Kafka's responses (JoinGroup, SyncGroup, LeaveGroup,
 OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups) as plain dataclasses, so
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from compactlog.protocol.codes import (
+from compactlog.errors import (
     COORDINATOR_NOT_AVAILABLE,
     KAFKA_STORAGE_ERROR,
     MESSAGE_TOO_LARGE,

@@ -35,7 +35,7 @@ from compactlog.broker.coordinator.api import (
 )
 from compactlog.broker.coordinator.delayed import Pending
 from compactlog.broker.coordinator.offsets_topic import consumer_subscription_topics
-from compactlog.protocol.codes import (
+from compactlog.errors import (
     COORDINATOR_NOT_AVAILABLE,
     FENCED_INSTANCE_ID,
     ILLEGAL_GENERATION,

@@ -31,7 +31,7 @@ from compactlog.broker.coordinator.rebalance import (
     heartbeat_key,
 )
 from compactlog.broker.coordinator.runtime import CoordinatorRuntime
-from compactlog.protocol.codes import (
+from compactlog.errors import (
     COORDINATOR_NOT_AVAILABLE,
     GROUP_MAX_SIZE_REACHED,
     ILLEGAL_GENERATION,

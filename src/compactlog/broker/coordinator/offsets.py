@@ -47,7 +47,7 @@ from compactlog.broker.coordinator.offsets_topic import (
 )
 from compactlog.broker.coordinator.rebalance import Rebalancer
 from compactlog.broker.coordinator.runtime import CoordinatorRuntime, Record
-from compactlog.protocol.codes import (
+from compactlog.errors import (
     GROUP_ID_NOT_FOUND,
     ILLEGAL_GENERATION,
     NON_EMPTY_GROUP,

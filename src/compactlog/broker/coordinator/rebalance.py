@@ -36,7 +36,7 @@ from compactlog.broker.coordinator.offsets_topic import (
     encode_group_metadata_value,
 )
 from compactlog.broker.coordinator.runtime import CoordinatorRuntime, Record
-from compactlog.protocol.codes import (
+from compactlog.errors import (
     NONE,
     NOT_COORDINATOR,
     REBALANCE_IN_PROGRESS,

@@ -114,11 +114,12 @@ from compactlog.broker.coordinator.offsets_topic import (
 )
 from compactlog.broker.coordinator.rebalance import Rebalancer
 from compactlog.broker.coordinator.runtime import Record
-from compactlog.errors import CompactlogError, CorruptRecordError
-from compactlog.protocol.codes import (
+from compactlog.errors import (
     INVALID_GROUP_ID,
     INVALID_SESSION_TIMEOUT,
     NONE,
+    CompactlogError,
+    CorruptRecordError,
 )
 from compactlog.storage.store import Store
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+from compactlog import errors as codes
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.handlers.metadata import (
     CLUSTER_OPERATIONS,
@@ -32,7 +33,7 @@ from compactlog.broker.handlers.metadata import (
     TOPIC_OPERATIONS,
     topic_uuid,
 )
-from compactlog.protocol import Request, Struct, codes
+from compactlog.protocol import Request, Struct
 from compactlog.protocol.messages import (
     DescribeClusterResponse,
     DescribeLogDirsResponse,

@@ -29,13 +29,14 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from compactlog import errors as codes
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.errors import (
     CompactlogError,
     InvalidRequestError,
     UnknownTopicOrPartitionError,
 )
-from compactlog.protocol import Request, Struct, codes
+from compactlog.protocol import Request, Struct
 from compactlog.protocol.messages import (
     AlterConfigsResponse,
     DescribeConfigsResponse,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from compactlog import errors as codes
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.handlers.cluster import (
     handle_describe_cluster,
@@ -41,7 +42,7 @@ from compactlog.broker.handlers.topics import (
     handle_delete_records,
     handle_delete_topics,
 )
-from compactlog.protocol import ApiKey, Request, RequestHeader, Struct, codes, encode_response
+from compactlog.protocol import ApiKey, Request, RequestHeader, Struct, encode_response
 
 __all__ = ["HANDLERS", "Handler", "api_versions_error_frame", "handler_for"]
 

@@ -45,10 +45,11 @@ import asyncio
 import logging
 import struct
 
+from compactlog import errors as codes
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.handlers.metadata import LEADER_EPOCH
 from compactlog.errors import CompactlogError, StorageError
-from compactlog.protocol import Request, Struct, codes, error_name
+from compactlog.protocol import Request, Struct, error_name
 from compactlog.protocol.messages import FetchResponse, ListOffsetsResponse
 from compactlog.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD, RECORDS_COUNT_OFFSET
 

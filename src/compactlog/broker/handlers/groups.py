@@ -32,12 +32,13 @@ import asyncio
 import logging
 from typing import TypeVar
 
+from compactlog import errors as codes
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.coordinator.api import DescribedGroup, ListedGroup
 from compactlog.broker.coordinator.classic_group import GroupState
 from compactlog.broker.coordinator.delayed import Pending
 from compactlog.errors import CompactlogError
-from compactlog.protocol import Request, Struct, codes
+from compactlog.protocol import Request, Struct
 from compactlog.protocol.messages import (
     DeleteGroupsResponse,
     DescribeGroupsResponse,

@@ -28,10 +28,11 @@ import base64
 import logging
 import uuid
 
+from compactlog import errors as codes
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from compactlog.errors import CompactlogError, InvalidTopicError
-from compactlog.protocol import ADVERTISED, ApiKey, Request, Struct, codes
+from compactlog.protocol import ADVERTISED, ApiKey, Request, Struct
 from compactlog.protocol.messages import ApiVersionsResponse, MetadataResponse
 from compactlog.protocol.messages.metadata import OPERATIONS_NOT_REQUESTED
 from compactlog.protocol.schema import ZERO_UUID

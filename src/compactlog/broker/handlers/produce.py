@@ -46,6 +46,7 @@ from __future__ import annotations
 import logging
 import struct
 
+from compactlog import errors as codes
 from compactlog.broker.context import BrokerContext, CloseConnection, Peer
 from compactlog.errors import (
     CompactlogError,
@@ -53,7 +54,7 @@ from compactlog.errors import (
     StorageError,
     UnknownTopicOrPartitionError,
 )
-from compactlog.protocol import Request, Struct, codes, error_name
+from compactlog.protocol import Request, Struct, error_name
 from compactlog.protocol.messages import InitProducerIdResponse, ProduceResponse
 from compactlog.records import (
     ATTRIBUTES_OFFSET,

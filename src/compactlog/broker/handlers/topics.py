@@ -31,6 +31,7 @@ import logging
 import uuid
 from collections.abc import Iterable
 
+from compactlog import errors as codes
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from compactlog.broker.handlers.configs import client_message, topic_configs
@@ -43,7 +44,7 @@ from compactlog.errors import (
     InvalidTopicError,
     TopicExistsError,
 )
-from compactlog.protocol import Request, Struct, codes
+from compactlog.protocol import Request, Struct
 from compactlog.protocol.messages import (
     CreateTopicsResponse,
     DeleteRecordsResponse,

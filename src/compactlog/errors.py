@@ -233,3 +233,53 @@ class InvalidProducerEpochError(ProducerStateError):
 
 class UnknownProducerIdError(ProducerStateError):
     error_code = UNKNOWN_PRODUCER_ID
+
+
+# --------------------------------------------------------------------------------------------
+# Errors of the storage layer
+
+
+class UnsupportedFileError(CompactlogError):
+    """A file that ``dump_log_file`` cannot read (not a log, index or checkpoint file)."""
+
+
+class CorruptSnapshotError(CorruptRecordError):
+    """A ``.snapshot`` file that cannot be trusted; the state is rebuilt from the log instead."""
+
+
+class MalformedCheckpointError(CompactlogError):
+    """A checkpoint file that does not follow the format; callers treat it as missing."""
+
+
+class CorruptIndexError(CompactlogError):
+    """An index file that is not a valid index of its segment; it is rebuilt from the log."""
+
+
+class OffsetOverflowError(CompactlogError):
+    """An offset that cannot be stored relative to its segment's base offset."""
+
+
+# --------------------------------------------------------------------------------------------
+# Errors of the Spark pipeline (the compactlog[spark] extra)
+
+
+class SinkError(CompactlogError, ValueError):
+    """A write the sink refuses: bad columns or options, a missing topic, overwrite mode."""
+
+    error_code = INVALID_REQUEST
+
+
+class ReportFileError(CompactlogError):
+    """A file given as a report that :func:`write_json` did not write (or cannot be read)."""
+
+
+class SparkSourceError(CompactlogError):
+    """A bad option or an unreadable log, named."""
+
+
+class SnapshotError(CompactlogError):
+    """A snapshot that cannot be built or read here; the message says what to do."""
+
+
+class PipelineError(CompactlogError):
+    """The pipeline's own check failed: the result is not what the workload implies."""

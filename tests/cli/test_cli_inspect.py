@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from compactlog.errors import CompactlogError, CorruptRecordError, StorageError
-from compactlog.records import Compression, build_batch, read_header
-from compactlog.storage.inspect import (
+from compactlog.errors import (
+    CompactlogError,
+    CorruptRecordError,
+    StorageError,
     UnsupportedFileError,
-    VerifyReport,
-    dump_log_file,
-    verify_data_dir,
 )
+from compactlog.records import Compression, build_batch, read_header
+from compactlog.storage.inspect import VerifyReport, dump_log_file, verify_data_dir
 from compactlog.storage.store import Store
 
 T0 = 1_700_000_000_000

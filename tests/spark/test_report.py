@@ -24,13 +24,17 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from compactlog.cleaner.inspect import cleaner_status
-from compactlog.errors import CompactlogError, StorageError, UnknownTopicOrPartitionError
+from compactlog.errors import (
+    CompactlogError,
+    ReportFileError,
+    StorageError,
+    UnknownTopicOrPartitionError,
+)
 from compactlog.spark._gaps import Piece, gaps_by_window, join_pieces
 from compactlog.spark._report_chart import chart_size
 from compactlog.spark.report import (
     OffsetGap,
     PartitionReport,
-    ReportFileError,
     partition_report,
     read_json,
     render_table,

@@ -26,7 +26,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from compactlog.errors import MessageTooLargeError, StorageError
+from compactlog.errors import MessageTooLargeError, SinkError, StorageError
 from compactlog.records import Compression
 from compactlog.spark import sink
 from compactlog.spark._staging import (
@@ -162,26 +162,26 @@ def test_bad_input_is_refused_with_a_clear_error(spark: Any, tmp_path: Path) -> 
     with pytest.raises(Exception, match="needs a 'value' column"):
         no_value.write.format("compactlog").mode("append").option("topic", "events").save(str(data))
     # The same checks, without a Spark job each:
-    with pytest.raises(sink.SinkError, match="column 'partition' must be int, not bigint"):
+    with pytest.raises(SinkError, match="column 'partition' must be int, not bigint"):
         sink.check_sink_schema(
             StructType([StructField("value", BinaryType())]).add("partition", LongType())
         )
-    with pytest.raises(sink.SinkError, match="column 'key' must be binary or string"):
+    with pytest.raises(SinkError, match="column 'key' must be binary or string"):
         sink.check_sink_schema(StructType().add("value", StringType()).add("key", IntegerType()))
-    with pytest.raises(sink.SinkError, match="'headers' must be"):
+    with pytest.raises(SinkError, match="'headers' must be"):
         sink.check_sink_schema(
             StructType().add("value", StringType()).add("headers", ArrayType(StringType()))
         )
     value_only = StructType().add("value", BinaryType())
-    with pytest.raises(sink.SinkError, match="set the 'topic' option or add a 'topic' column"):
+    with pytest.raises(SinkError, match="set the 'topic' option or add a 'topic' column"):
         sink.LogWriter({"path": str(data)}, value_only, False)
-    with pytest.raises(sink.SinkError, match="append-only"):
+    with pytest.raises(SinkError, match="append-only"):
         sink.LogWriter({"path": str(data), "topic": "events"}, value_only, True)
-    with pytest.raises(sink.SinkError, match="compression"):
+    with pytest.raises(SinkError, match="compression"):
         sink.LogWriter(
             {"path": str(data), "topic": "events", "compression": "brotli"}, value_only, False
         )
-    with pytest.raises(sink.SinkError, match="checkpointLocation"):
+    with pytest.raises(SinkError, match="checkpointLocation"):
         sink.LogStreamWriter({"path": str(data), "topic": "events"}, value_only, False)
 
 

@@ -23,9 +23,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import compactlog.spark.snapshot as snap
-from compactlog.errors import CompactlogError, ConfigError, UnknownTopicOrPartitionError
+from compactlog.errors import (
+    CompactlogError,
+    ConfigError,
+    SnapshotError,
+    UnknownTopicOrPartitionError,
+)
 from compactlog.spark._snapshot_plan import Manifest, PartitionState, TopicLayout, plan_refresh
-from compactlog.spark.snapshot import FileLayout, SnapshotError, read_snapshot, snapshot
+from compactlog.spark.snapshot import FileLayout, read_snapshot, snapshot
 from tests.conftest import ManualClock
 from tests.managed import manager_of, open_managed
 

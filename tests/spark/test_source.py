@@ -16,13 +16,12 @@ pytest.importorskip("pyarrow")
 
 import numpy as np
 
-from compactlog.errors import ConfigError
+from compactlog.errors import ConfigError, SparkSourceError
 from compactlog.records import decode_columns
 from compactlog.spark._arrow import binary_array
 from compactlog.spark.source import (
     LogReader,
     SegmentSplit,
-    SparkSourceError,
     plan_ranges,
     read_split,
 )

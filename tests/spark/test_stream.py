@@ -18,10 +18,9 @@ pytest.importorskip("pyarrow")
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 import compactlog
-from compactlog.errors import ConfigError
+from compactlog.errors import ConfigError, SparkSourceError
 from compactlog.records import build_batch
 from compactlog.spark import stream
-from compactlog.spark.source import SparkSourceError
 from compactlog.spark.stream import LogStreamReader, StreamSplit, _inode, rate_limit
 from tests.conftest import ManualClock
 from tests.managed import manager_of, open_managed

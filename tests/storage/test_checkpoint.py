@@ -18,12 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compactlog.errors import StorageError
+from compactlog.errors import MalformedCheckpointError, StorageError
 from compactlog.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
-    MalformedCheckpointError,
     OffsetCheckpointFile,
     TopicPartition,
     format_checkpoint,

@@ -17,6 +17,7 @@ import crc32c
 import pytest
 
 from compactlog.errors import (
+    CorruptSnapshotError,
     InvalidProducerEpochError,
     InvalidRecordError,
     InvalidRequestError,
@@ -25,11 +26,7 @@ from compactlog.errors import (
 )
 from compactlog.records import Compression, build_batch, build_end_txn_marker_batch
 from compactlog.storage.fs import OsFileSystem
-from compactlog.storage.producer_snapshot import (
-    CorruptSnapshotError,
-    SnapshotEntry,
-    decode_snapshot,
-)
+from compactlog.storage.producer_snapshot import SnapshotEntry, decode_snapshot
 from compactlog.storage.producer_state import (
     NUM_BATCHES_TO_RETAIN,
     BatchMetadata,

@@ -48,8 +48,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from compactlog.errors import CompactlogError, StorageError
-from compactlog.storage.checkpoint import MalformedCheckpointError, OffsetCheckpointFile
+from compactlog.errors import CompactlogError, MalformedCheckpointError, StorageError
+from compactlog.storage.checkpoint import OffsetCheckpointFile
 from compactlog.storage.log import Log
 from compactlog.storage.segment import LogSegment
 

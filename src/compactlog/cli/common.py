@@ -17,9 +17,9 @@ from compactlog.errors import (
     ConfigError,
     InvalidPartitionsError,
     InvalidTopicError,
+    UnsupportedFileError,
 )
 from compactlog.log_manager import LogManager
-from compactlog.storage.inspect import UnsupportedFileError
 from compactlog.storage.store import Store
 from compactlog.storage.topic_names import validate_topic_name
 

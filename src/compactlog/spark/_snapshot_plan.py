@@ -22,7 +22,11 @@ import os
 import re
 from dataclasses import dataclass
 
-from compactlog.errors import CompactlogError, StorageError, UnknownTopicOrPartitionError
+from compactlog.errors import (
+    SnapshotError,
+    StorageError,
+    UnknownTopicOrPartitionError,
+)
 from compactlog.spark.source import (
     _log_end_offset,
     _log_start_offsets,
@@ -38,10 +42,6 @@ CURRENT_FILE = "_current"
 MANIFEST_FILE = "_snapshot.json"
 VERSION_PREFIX = "version-"
 VERSION_NAME = re.compile(r"version-([0-9]{8,})")
-
-
-class SnapshotError(CompactlogError):
-    """A snapshot that cannot be built or read here; the message says what to do."""
 
 
 # --- what the log holds now ------------------------------------------------------------------

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from compactlog.errors import CompactlogError, ConfigError
+from compactlog.errors import ConfigError, PipelineError
 from compactlog.spark.compact import compact
 from compactlog.spark.report import (
     PartitionReport,
@@ -38,10 +38,6 @@ from compactlog.storage.store import Store
 from compactlog.storage.topic_catalog import TOPICS_FILE
 
 STEPS = 5
-
-
-class PipelineError(CompactlogError):
-    """The pipeline's own check failed: the result is not what the workload implies."""
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,11 @@ from typing import Any
 
 from compactlog.cleaner.inspect import format_ms, keys_per_pass
 from compactlog.cleaner.manager import log_to_clean
-from compactlog.errors import CompactlogError, ConfigError, UnknownTopicOrPartitionError
+from compactlog.errors import (
+    ConfigError,
+    ReportFileError,
+    UnknownTopicOrPartitionError,
+)
 from compactlog.spark._gaps import (
     PIECE_COLUMNS,
     OffsetGap,
@@ -84,10 +88,6 @@ TopicPartition = tuple[str, int]
 
 #: The version written into (and expected from) report JSON files.
 JSON_VERSION = 1
-
-
-class ReportFileError(CompactlogError):
-    """A file given as a report that :func:`write_json` did not write (or cannot be read)."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -83,11 +83,11 @@ from pyspark.sql.types import (
 )
 
 from compactlog.errors import (
-    INVALID_REQUEST,
     CompactlogError,
     InvalidRecordError,
     InvalidTimestampError,
     MessageTooLargeError,
+    SinkError,
     StorageError,
     UnknownTopicOrPartitionError,
 )
@@ -118,12 +118,6 @@ MAX_BATCH_BYTES = 1 << 20
 RECORD_OVERHEAD = 36
 #: Upper bound of one header's framing (key length and value length varints).
 HEADER_OVERHEAD = 10
-
-
-class SinkError(CompactlogError, ValueError):
-    """A write the sink refuses: bad columns or options, a missing topic, overwrite mode."""
-
-    error_code = INVALID_REQUEST
 
 
 # --- the input schema -----------------------------------------------------------------------

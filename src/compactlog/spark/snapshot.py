@@ -103,7 +103,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from compactlog.errors import StorageError
+from compactlog.errors import SnapshotError, StorageError
 from compactlog.spark._snapshot_files import (
     WRITTEN_SCHEMA,
     FileLayout,
@@ -120,7 +120,6 @@ from compactlog.spark._snapshot_plan import (
     Manifest,
     PartitionState,
     RefreshPlan,
-    SnapshotError,
     current_version,
     plan_refresh,
     topic_layout,

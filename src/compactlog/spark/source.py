@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from compactlog.errors import CompactlogError, ConfigError
+from compactlog.errors import ConfigError, SparkSourceError
 from compactlog.records import (
     CONTROL_FLAG_MASK,
     TIMESTAMP_TYPE_MASK,
@@ -88,10 +88,6 @@ CHUNK_BYTES = 8 << 20
 ARROW_BATCH_ROWS = 65_536
 EARLIEST = -2
 LATEST = -1
-
-
-class SparkSourceError(CompactlogError):
-    """A bad option or an unreadable log, named."""
 
 
 def log_reader(spark: Any) -> Any:

@@ -79,14 +79,13 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from compactlog.errors import CompactlogError, ConfigError
+from compactlog.errors import CompactlogError, ConfigError, SparkSourceError
 from compactlog.spark.source import (
     DEFAULT_SPLIT_BYTES,
     EARLIEST,
     LATEST,
     PartitionRange,
     SegmentSplit,
-    SparkSourceError,
     _flag,
     _int_option,
     _log_end_offset,

@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from compactlog.errors import CompactlogError
+from compactlog.errors import MalformedCheckpointError
 from compactlog.storage.fs import FileSystem, write_file_atomically
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -28,10 +28,6 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CHECKPOINT_VERSION = 0
 
 TopicPartition = tuple[str, int]
-
-
-class MalformedCheckpointError(CompactlogError):
-    """A checkpoint file that does not follow the format; callers treat it as missing."""
 
 
 _INT = re.compile(r"[+-]?[0-9]+")

@@ -13,7 +13,13 @@ import struct
 from collections.abc import Iterator
 from typing import Final
 
-from compactlog.errors import CompactlogError, CorruptRecordError, StorageError
+from compactlog.errors import (
+    CompactlogError,
+    CorruptRecordError,
+    MalformedCheckpointError,
+    StorageError,
+    UnsupportedFileError,
+)
 from compactlog.records import (
     NO_SEQUENCE,
     BatchHeader,
@@ -43,7 +49,7 @@ from compactlog.storage._segment_checks import (
     _check_time_index,
     _scan_segment,
 )
-from compactlog.storage.checkpoint import MalformedCheckpointError, parse_checkpoint
+from compactlog.storage.checkpoint import parse_checkpoint
 from compactlog.storage.file_records import FileBatch, WalkEnd
 from compactlog.storage.producer_snapshot import decode_snapshot
 from compactlog.storage.producer_state import decrement_sequence
@@ -61,10 +67,6 @@ from compactlog.storage.segment import (
 MAX_DECOMPRESSED_PER_BATCH: Final = 256 << 20
 
 _TXN_ENTRY = struct.Struct(">hqqqq")
-
-
-class UnsupportedFileError(CompactlogError):
-    """A file that ``dump_log_file`` cannot read (not a log, index or checkpoint file)."""
 
 
 def _kind(path: str) -> str:

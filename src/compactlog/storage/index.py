@@ -27,7 +27,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from compactlog.errors import CompactlogError
+from compactlog.errors import CorruptIndexError
 from compactlog.storage.fs import FileHandle, FileSystem
 
 OFFSET_ENTRY_SIZE = 8
@@ -36,10 +36,6 @@ TIME_ENTRY_SIZE = 12
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _TIME_DTYPE = np.dtype([("timestamp", ">i8"), ("offset", ">i4")])
-
-
-class CorruptIndexError(CompactlogError):
-    """An index file that is not a valid index of its segment; it is rebuilt from the log."""
 
 
 class _Index:

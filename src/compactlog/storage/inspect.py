@@ -9,7 +9,8 @@ working.
 
 from __future__ import annotations
 
-from compactlog.storage.dump import UnsupportedFileError, dump_log_file
+from compactlog.errors import UnsupportedFileError
+from compactlog.storage.dump import dump_log_file
 from compactlog.storage.verify import Problem, VerifyReport, verify_data_dir
 
 __all__ = [

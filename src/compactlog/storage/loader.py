@@ -44,10 +44,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from compactlog.errors import CompactlogError
+from compactlog.errors import CompactlogError, CorruptIndexError
 from compactlog.storage.config import LogConfig
 from compactlog.storage.fs import FileSystem
-from compactlog.storage.index import CorruptIndexError
 from compactlog.storage.local_log import LocalLog, segment_settings
 from compactlog.storage.log import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Log
 from compactlog.storage.producer_state import ProducerStateManager, rebuild_producer_state

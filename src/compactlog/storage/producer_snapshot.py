@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import crc32c
 
-from compactlog.errors import CorruptRecordError
+from compactlog.errors import CorruptSnapshotError
 
 SNAPSHOT_VERSION = 1
 VERSION_OFFSET = 0
@@ -50,10 +50,6 @@ ENTRIES_START = PRODUCER_ENTRIES_OFFSET + 4
 _PREFIX = struct.Struct(">hIi")  # version, crc, count
 _ENTRY = struct.Struct(">qhiqiqiq")
 ENTRY_SIZE = _ENTRY.size  # 46
-
-
-class CorruptSnapshotError(CorruptRecordError):
-    """A ``.snapshot`` file that cannot be trusted; the state is rebuilt from the log instead."""
 
 
 class SnapshotEntry(NamedTuple):

@@ -48,6 +48,7 @@ from typing import NamedTuple, Protocol
 
 from compactlog.errors import (
     CorruptRecordError,
+    CorruptSnapshotError,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
 )
@@ -63,12 +64,7 @@ from compactlog.records import (
 )
 from compactlog.records.control import decode_control_key, decode_end_txn_marker
 from compactlog.storage.fs import FileSystem
-from compactlog.storage.producer_snapshot import (
-    CorruptSnapshotError,
-    SnapshotEntry,
-    decode_snapshot,
-    encode_snapshot,
-)
+from compactlog.storage.producer_snapshot import SnapshotEntry, decode_snapshot, encode_snapshot
 
 logger = logging.getLogger("compactlog.storage.producer_state")
 

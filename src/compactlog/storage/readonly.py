@@ -29,8 +29,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from compactlog.errors import CompactlogError, StorageError
-from compactlog.storage.checkpoint import MalformedCheckpointError, parse_checkpoint
+from compactlog.errors import CompactlogError, MalformedCheckpointError, StorageError
+from compactlog.storage.checkpoint import parse_checkpoint
 from compactlog.storage.config import BrokerConfig, LogConfig
 from compactlog.storage.fs import ReadOnlyFileSystem
 from compactlog.storage.local_log import LocalLog, segment_settings

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compactlog.errors import CompactlogError, CorruptRecordError
+from compactlog.errors import CompactlogError, CorruptRecordError, OffsetOverflowError
 from compactlog.records import is_crc_valid
 from compactlog.storage.file_records import FileBatch, iter_file_batches
 from compactlog.storage.fs import FileHandle, FileSystem
@@ -97,10 +97,6 @@ def filename_prefix(offset: int) -> str:
 def offset_from_filename(name: str) -> int:
     """The offset a file name starts with (the digits before the first ``.``)."""
     return int(name.split(".", 1)[0])
-
-
-class OffsetOverflowError(CompactlogError):
-    """An offset that cannot be stored relative to its segment's base offset."""
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from compactlog.errors import (
     CorruptRecordError,
     InvalidPartitionsError,
     InvalidRecordError,
+    MalformedCheckpointError,
     StorageError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
@@ -52,7 +53,6 @@ from compactlog.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
-    MalformedCheckpointError,
     OffsetCheckpointFile,
 )
 from compactlog.storage.config import BrokerConfig, LogConfig

@@ -53,7 +53,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Final
 
-from compactlog.errors import CompactlogError, StorageError
+from compactlog.errors import CompactlogError, MalformedCheckpointError, StorageError
 from compactlog.storage._readonly import (
     _OFFSET_ENTRY,
     _SEGMENT_FILE,
@@ -76,7 +76,6 @@ from compactlog.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
-    MalformedCheckpointError,
     parse_checkpoint,
 )
 from compactlog.storage.datadir import CLEAN_SHUTDOWN_FILE, LOCK_FILE

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from compactlog.cleaner.inspect import cleaner_status
+from compactlog.cleaner.explain import cleaner_status
 from compactlog.errors import CompactlogError, StorageError, UnknownTopicOrPartitionError
 from compactlog.spark._gaps import Piece, gaps_by_window, join_pieces
 from compactlog.spark._report_chart import chart_size

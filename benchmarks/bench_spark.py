@@ -75,7 +75,7 @@ from typing import Any
 import numpy as np
 
 from bench_storage import dd_read_mb_s, dd_write_mb_s  # the same machine limits, measured alike
-from compactlog.cleaner.inspect import cleaner_status, keys_per_pass, next_cleaning_range
+from compactlog.cleaner.explain import cleaner_status, keys_per_pass, next_cleaning_range
 from compactlog.log_manager import LogManager
 from compactlog.storage.config import BrokerConfig
 from compactlog.storage.store import Store

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compactlog.cleaner._rebuild_kernel import rebuild
-from compactlog.cleaner.cleaner import _rebuild, _rebuild_uncompressed
+from compactlog.cleaner.rebuild import rebuild_batch, rebuild_uncompressed
 from compactlog.records import TimestampType, build_batch, decode_columns, read_header
 
 blob = st.one_of(st.none(), st.binary(max_size=300))
@@ -54,8 +54,8 @@ def test_fast_rebuild_equals_the_record_by_record_rebuild(
     header = read_header(raw)
     columns = decode_columns(raw)
     indices = np.flatnonzero(keep).tolist()
-    slow = _rebuild(columns, indices, header, horizon)
-    fast = _rebuild_uncompressed(raw, 0, header, keep, columns.timestamps, horizon)
+    slow = rebuild_batch(columns, indices, header, horizon)
+    fast = rebuild_uncompressed(raw, 0, header, keep, columns.timestamps, horizon)
     assert fast == slow
     section = rebuild(
         raw,
@@ -76,4 +76,4 @@ def test_timestamps_near_the_64_bit_edge_take_the_slow_path(kernel: str) -> None
     header = read_header(raw)
     columns = decode_columns(raw)
     keep = np.array([False, True])
-    assert _rebuild_uncompressed(raw, 0, header, keep, columns.timestamps, None) is None
+    assert rebuild_uncompressed(raw, 0, header, keep, columns.timestamps, None) is None

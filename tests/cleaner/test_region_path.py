@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import compactlog  # noqa: F401 - installs the cleaner
-from compactlog.cleaner.cleaner import Cleaner, CleanerBuffers, kafka_chunks
+from compactlog.cleaner.cleaner import Cleaner
 from compactlog.cleaner.offset_map import CompactOffsetMap, OffsetMap, SkimpyOffsetMap
+from compactlog.cleaner.reads import CleanerBuffers, kafka_chunks
 from compactlog.errors import CorruptRecordError
 from compactlog.records import Compression, build_batch
 from compactlog.storage.store import Store

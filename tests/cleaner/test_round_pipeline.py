@@ -63,19 +63,19 @@ def test_the_copy_phase_reuses_the_map_pass_decode(
     _build(tmp_path / "base")
     shutil.copytree(tmp_path / "base", tmp_path / "again")
     decodes: list[int] = []
-    prepare = cleaner_module._prepare_copy_region
+    prepare = cleaner_module.prepare_copy_region
 
     def counted(*args: Any) -> Any:
         decodes.append(args[1])
         return prepare(*args)
 
-    monkeypatch.setattr(cleaner_module, "_prepare_copy_region", counted)
+    monkeypatch.setattr(cleaner_module, "prepare_copy_region", counted)
     result = _clean(tmp_path / "base")
     assert result.stats.groups >= 2
     # The whole log was dirty and fits the map's spare memory: nothing is decoded twice.
     assert decodes == []
 
-    monkeypatch.setattr(cleaner_module._DecodedRegions, "keep", lambda *args: None)
+    monkeypatch.setattr(cleaner_module.DecodedRegions, "keep", lambda *args: None)
     _clean(tmp_path / "again")
     assert len(decodes) >= result.stats.segments_read
     assert _files(tmp_path / "base") == _files(tmp_path / "again")
@@ -88,13 +88,13 @@ def test_regions_beyond_the_spare_memory_are_decoded_again(
     shutil.copytree(tmp_path / "base", tmp_path / "again")
     _clean(tmp_path / "again")
     budgets: list[int] = []
-    regions = cleaner_module._DecodedRegions
+    regions = cleaner_module.DecodedRegions
 
     def small(budget: int = 0) -> Any:
         budgets.append(budget)
         return regions(min(budget, 3000))  # room for a region or two
 
-    monkeypatch.setattr(cleaner_module, "_DecodedRegions", small)
+    monkeypatch.setattr(cleaner_module, "DecodedRegions", small)
     _clean(tmp_path / "base")
     assert max(budgets) > 1 << 20  # the table of a 2 MiB map is sized for a few hundred keys
     assert _files(tmp_path / "base") == _files(tmp_path / "again")

@@ -10,7 +10,7 @@ from cli_helpers import Cli, check_one_line_failure
 from click.testing import CliRunner
 
 from compactlog.cleaner import cleaner as cleaner_module
-from compactlog.cleaner.inspect import format_ms, keys_per_pass
+from compactlog.cleaner.explain import format_ms, keys_per_pass
 from compactlog.cli import common
 from compactlog.cli.main import main
 from compactlog.log_manager import LogManager

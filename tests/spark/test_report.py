@@ -23,7 +23,7 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from compactlog.cleaner.inspect import cleaner_status
+from compactlog.cleaner.explain import cleaner_status
 from compactlog.errors import (
     CompactlogError,
     ReportFileError,

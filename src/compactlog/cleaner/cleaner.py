@@ -34,14 +34,14 @@ Rounds can be aborted between regions (``check_abort``); an aborted group's ``.c
 are removed and nothing of that group is swapped.
 
 How the work is done (none of it changes a byte of the output, which the record-by-record path
-in :meth:`Cleaner._filter_batch` defines and a differential test holds the bulk path to):
+in :func:`.rules.filter_batch` defines and a differential test holds the bulk path to):
 
 * Segments are read through a read-only memory map, a **region** (about 8 MiB of whole
-  chunks) at a time; within a region, :func:`kafka_chunks` gives the exact byte ranges Kafka's
-  cleaner would read (its 256 KiB buffer, grown as Kafka grows it), which its statistics count
-  (the map pass's bytes when the map fills mid-segment). Kafka 4.4 indexes each appended batch
-  on its own, so the reads no longer decide the index entries. Pages are released after each
-  region so the mapping does not grow the process's RSS.
+  chunks) at a time; within a region, :func:`.reads.kafka_chunks` gives the exact byte ranges
+  Kafka's cleaner would read (its 256 KiB buffer, grown as Kafka grows it), which its
+  statistics count (the map pass's bytes when the map fills mid-segment). Kafka 4.4 indexes
+  each appended batch on its own, so the reads no longer decide the index entries. Pages are
+  released after each region so the mapping does not grow the process's RSS.
 * Per region: one bulk decode (:func:`compactlog.records.decode_columns`), one offset-map call,
   and in the copy phase one compiled pass (:func:`._rebuild_kernel.filter_region`) that applies
   the rules to every plain data batch and writes the kept batches into an output buffer.
@@ -57,257 +57,59 @@ in :meth:`Cleaner._filter_batch` defines and a differential test holds the bulk 
 
 from __future__ import annotations
 
-import bisect
 import logging
-import mmap
 import struct
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from compactlog.cleaner import _rebuild_kernel as _rk
-from compactlog.cleaner._rebuild_kernel import rebuild
 from compactlog.cleaner.offset_map import OffsetMap
+from compactlog.cleaner.reads import (
+    READ_AHEAD,
+    CleanerBuffers,
+    DecodedRegions,
+    MapRegion,
+    PageRelease,
+    chunks_in,
+    drop_pages,
+    kafka_chunks,
+    prepare_copy_region,
+    prepare_map_region,
+    regions_of,
+)
+from compactlog.cleaner.rules import (
+    ActiveProducers,
+    TransactionState,
+    decide_records,
+    filter_batch,
+    refuse_aborted_transactions,
+)
 from compactlog.cleaner.stats import CleanerStats
 from compactlog.cleaner.throttler import Throttler
-from compactlog.errors import CompactlogError, CorruptRecordError
-from compactlog.records import (
-    LOG_OVERHEAD,
-    BatchHeader,
-    Compression,
-    ControlRecordType,
-    RecordColumns,
-    TimestampType,
-    build_batch,
-    build_empty_batch,
-    decode_columns,
-    read_header,
-)
-from compactlog.records.batch import pack_batch
-from compactlog.records.batch_header import (
-    CONTROL_FLAG_MASK,
-    CRC_OFFSET,
-    DELETE_HORIZON_FLAG_MASK,
-    RECORD_BATCH_OVERHEAD,
-    compute_crc,
-)
-from compactlog.records.control import decode_control_key
+from compactlog.errors import CompactlogError
+from compactlog.records import RecordColumns, read_header
+from compactlog.records.batch_header import CRC_OFFSET, compute_crc
 from compactlog.storage.log import Log
-from compactlog.storage.producer_state import LastRecord
 from compactlog.storage.segment import AppendedBatches, LogSegment
 
 logger = logging.getLogger("compactlog.cleaner")
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
-_LENGTH = struct.Struct(">i")
 _CRC = struct.Struct(">I")
-_BASE_OFFSET = struct.Struct(">q")
 _EMPTY_OUT = np.empty(0, np.uint8)
-
-
-class AbortedTransactionsError(CompactlogError):
-    """The log records aborted transactions (a ``.txnindex`` Kafka wrote), which this cleaner
-    cannot remove yet: the partition is marked uncleanable instead of cleaned wrongly."""
 
 
 class CleaningAbortedError(CompactlogError):
     """The round was aborted (the partition was paused, truncated or deleted)."""
 
 
-@dataclass(frozen=True)
-class CleanerBuffers:
-    """Kafka's cleaner I/O buffers: ``read_buffer_size`` is ``log.cleaner.io.buffer.size /
-    threads / 2``; ``max_buffer_size`` is ``message.max.bytes`` (Kafka's ``maxIoBufferSize``).
-
-    compactlog reads segments through a memory map, so the buffers are not allocated: they
-    decide where Kafka's cleaner would cut its reads (see :func:`kafka_chunks`), which its
-    statistics count. ``region_bytes`` is how much is handed to the compiled loops at once
-    (whole chunks); it changes nothing in the output.
-    """
-
-    read_buffer_size: int = 262_144
-    max_buffer_size: int = 1_048_588
-    region_bytes: int = 8 << 20
-
-
-def _grown_buffer(capacity: int, next_batch: int, max_io: int, max_message: int, where: str) -> int:
-    """Kafka's ``growBuffersOrFail`` + ``growBuffers``: the read buffer's next capacity when not
-    even one batch fitted in ``capacity`` bytes."""
-    if capacity >= max_message:
-        if next_batch <= capacity:  # pragma: no cover - a fitting batch is always processed
-            raise CompactlogError(f"batch of {next_batch} bytes not processed at {where}")
-        max_size = next_batch
-    else:
-        max_size = max_message
-    max_buffer = max(max_size, max_io)
-    if capacity >= max_buffer:
-        raise CompactlogError(
-            f"this log contains a message larger than the maximum allowable size of "
-            f"{max_buffer} ({next_batch}-byte batch at {where})"
-        )
-    return min(capacity * 2, max_buffer)
-
-
-def kafka_chunks(
-    view: memoryview,
-    start: int,
-    buffers: CleanerBuffers,
-    max_message: int,
-    path: str,
-    kernel: str = "auto",
-) -> list[tuple[int, int]]:
-    """The ``[start, end)`` byte ranges Kafka's cleaner reads a segment in, from ``start``.
-
-    Each read takes the whole batches that fit the read buffer; when not even one fits, the
-    buffer grows (doubling, up to ``max.message.bytes`` of the topic or the batch's own size)
-    and stays grown for the rest of the segment, as Kafka's does until ``restoreBuffers``. A
-    batch claiming more bytes than the segment holds, or fewer than a record needs, is corrupt.
-    The batch boundaries come from one compiled walk (:func:`_rebuild_kernel.batch_ends`);
-    the reads are then cut with a binary search each.
-    """
-    size = len(view)
-    found = np.empty((size - start) // (_rk.MIN_READ_LENGTH + LOG_OVERHEAD) + 1, np.int64)
-    data = view if _rk.use_python(kernel) else np.frombuffer(view, np.uint8)
-    count = _rk.batch_ends_kernel(kernel)(data, start, found)
-    ends: list[int] = found[:count].tolist()
-    p = ends[-1] if ends else start
-    if p < size:  # the walk stopped early: say why
-        if size - p < LOG_OVERHEAD:
-            raise CorruptRecordError(f"{path}: {size - p} trailing bytes at {p}")
-        (length,) = _LENGTH.unpack_from(view, p + 8)
-        raise CorruptRecordError(
-            f"{path}: batch at position {p} claims {length + LOG_OVERHEAD} bytes but "
-            f"{size - p} remain"
-        )
-    chunks: list[tuple[int, int]] = []
-    position = start
-    capacity = buffers.read_buffer_size
-    first = 0  # the first batch of the next read
-    while first < len(ends):
-        last = bisect.bisect_right(ends, position + capacity, first)  # the batches that fit
-        if last == first:
-            capacity = _grown_buffer(
-                capacity,
-                ends[first] - position,
-                buffers.max_buffer_size,
-                max_message,
-                f"{path}:{position}",
-            )
-            continue
-        chunks.append((position, ends[last - 1]))
-        position = ends[last - 1]
-        first = last
-    return chunks
-
-
-def _regions(chunks: list[tuple[int, int]], region_bytes: int) -> Iterator[list[tuple[int, int]]]:
-    """Consecutive chunks, about ``region_bytes`` at a time (at least one chunk)."""
-    i = 0
-    while i < len(chunks):
-        j = i + 1
-        start = chunks[i][0]
-        while j < len(chunks) and chunks[j][1] - start <= region_bytes:
-            j += 1
-        yield chunks[i:j]
-        i = j
-
-
-def verify_crcs(view: memoryview, start: int, end: int, path: str) -> None:
-    """Check the CRC-32C of every batch in ``view[start:end]`` (whole batches)."""
-    p = start
-    while p < end:
-        (length,) = _LENGTH.unpack_from(view, p + 8)
-        size = length + LOG_OVERHEAD
-        (stored,) = _CRC.unpack_from(view, p + CRC_OFFSET)
-        computed = compute_crc(view, p, size)
-        if computed != stored:
-            (base_offset,) = _BASE_OFFSET.unpack_from(view, p)
-            raise CorruptRecordError(
-                f"{path}: record batch CRC mismatch at offset {base_offset}: stored "
-                f"0x{stored:08x}, computed 0x{computed:08x} (position {p})"
-            )
-        p += size
-
-
-def _drop_pages(view: memoryview, start: int, end: int) -> None:
-    """Unmap the pages of ``view[start:end]`` from this process (``MADV_DONTNEED``).
-
-    A mapped segment's pages count in the process's RSS once touched; a round that maps a
-    whole log would otherwise grow by the log's size. The bytes stay in the page cache and a
-    later touch maps them again, so this never changes what is read.
-    """
-    mapped = view.obj
-    if not isinstance(mapped, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
-        return
-    lo = start - start % mmap.PAGESIZE
-    hi = min(len(mapped), end + (-end) % mmap.PAGESIZE)
-    if hi > lo:
-        mapped.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-
-
-# Pages of a mapped segment are released in steps of this many bytes (see _PageRelease).
-_RELEASE_BYTES = 64 << 20
-
-
-class _PageRelease:
-    """Releases the pages of a mapped segment behind a pass over it, ``_RELEASE_BYTES`` at a
-    time. Each release makes the kernel flush the TLB of every CPU running this process, the
-    helper thread's included; one per 8 MiB region made the round's thread spend a third more
-    on the map pass (its puts reach into a table of up to 128 MiB and refill the TLB after
-    each flush). RSS grows by at most this step over the pages being read."""
-
-    def __init__(self, view: memoryview, start: int) -> None:
-        self._view = view
-        self._start = start
-
-    def passed(self, end: int) -> None:
-        """Everything before ``end`` has been read for good."""
-        if end - self._start >= _RELEASE_BYTES:
-            _drop_pages(self._view, self._start, end)
-            self._start = end
-
-    def finish(self) -> None:
-        _drop_pages(self._view, self._start, len(self._view))
-        self._start = len(self._view)
-
-
 _T = TypeVar("_T")
-# Regions the helper thread checks and decodes ahead of the one being mapped or filtered.
-_READ_AHEAD = 1
-
-
-class _MapRegion(NamedTuple):
-    columns: RecordColumns
-    key_len: np.ndarray  # control batches' records hidden (-1): they are never mapped
-    counts: np.ndarray  # records per batch as Kafka's map statistics count them
-
-
-def _prepare_map_region(view: memoryview, r0: int, r1: int, path: str) -> _MapRegion:
-    """A region of the map pass up to the puts: CRC checks and decode."""
-    verify_crcs(view, r0, r1, path)
-    columns = decode_columns(view[r0:r1], verify_crc=False)
-    control = (columns.batch_attributes & CONTROL_FLAG_MASK) != 0
-    counts = np.where(control, 1, columns.batch_records_count)  # a control batch counts one
-    key_len = columns.key_len
-    if control.any():
-        key_len = key_len.copy()
-        key_len[control[columns.batch_index]] = -1
-    return _MapRegion(columns, key_len, counts)
-
-
-def _prepare_copy_region(
-    view: memoryview, r0: int, r1: int, path: str, check: bool
-) -> RecordColumns:
-    """A region of the copy phase up to the filter: CRC checks (unless the map pass did
-    them), decode."""
-    if check:
-        verify_crcs(view, r0, r1, path)
-    return decode_columns(view[r0:r1], verify_crc=False)
 
 
 @dataclass
@@ -317,60 +119,6 @@ class _Unswapped:
     cleaned: LogSegment
     group: list[LogSegment]
     syncs: list[Future[None]]  # its fsyncs and finish, running on the sync helper
-
-
-class _DecodedRegions:
-    """Regions the map pass decoded, kept for the copy phase of the same round, which reads
-    the same regions again (every segment but maybe the first dirty one is cut into the same
-    regions by both passes) and so skips their second decode.
-
-    Bounded by ``budget`` bytes of columns: the memory of the dedupe buffer that the offset
-    map's table left unused (see ``OffsetMap.spare_bytes``), so a round never holds more than
-    Kafka's buffer. A region that does not fit is decoded again, as before.
-    """
-
-    def __init__(self, budget: int = 0) -> None:
-        self._budget = budget
-        self._held = 0
-        self._regions: dict[tuple[int, int, int], tuple[RecordColumns, int]] = {}
-
-    def keep(self, segment: int, r0: int, r1: int, columns: RecordColumns) -> None:
-        size = _held_bytes(columns)
-        if self._held + size <= self._budget:
-            self._regions[segment, r0, r1] = (columns, size)
-            self._held += size
-
-    def take(self, segment: int, r0: int, r1: int) -> RecordColumns | None:
-        kept = self._regions.pop((segment, r0, r1), None)
-        if kept is None:
-            return None
-        self._held -= kept[1]
-        return kept[0]
-
-    def forget(self, segment: int) -> None:
-        """Drop what is left of a segment (it is about to be replaced)."""
-        for key in [key for key in self._regions if key[0] == segment]:
-            self._held -= self._regions.pop(key)[1]
-
-
-def _held_bytes(columns: RecordColumns) -> int:
-    """The memory a region's columns hold: the arrays, and the records' buffer when it is not
-    the mapped segment (decompressed batches)."""
-    arrays = (
-        columns.offsets,
-        columns.timestamps,
-        columns.key_pos,
-        columns.key_len,
-        columns.value_pos,
-        columns.value_len,
-        columns.headers_pos,
-        columns.headers_count,
-        columns.record_pos,
-        columns.batch_index,
-        columns.batch_table,
-    )
-    data = 0 if isinstance(columns.data, memoryview) else len(columns.data)
-    return sum(a.nbytes for a in arrays) + data
 
 
 def _sync_after(write: Future[None], dest: LogSegment) -> None:
@@ -390,11 +138,6 @@ def _finish_after(write: Future[None] | None, dest: LogSegment, mtime_ms: int) -
     dest.flush()
     dest.release_index_handles()
     dest.set_last_modified_ms(mtime_ms)
-
-
-def _chunks_in(chunks: list[tuple[int, int]], r0: int, at: int) -> list[tuple[int, int]]:
-    """The chunks of the region starting at ``r0`` that end at or before ``at``."""
-    return [(s, e) for s, e in chunks if s >= r0 and e <= at]
 
 
 class _Background:
@@ -489,87 +232,6 @@ def group_segments_by_size(
     return groups
 
 
-def _refuse_aborted_transactions(log: Log, first_uncleanable_offset: int) -> None:
-    """Raise :class:`AbortedTransactionsError` if a segment the round may rewrite has aborted
-    transactions in its ``.txnindex``. Kafka's cleaner drops the records of aborted
-    transactions (spec 5.7) and rewrites the index; this one would keep them as committed, and an
-    aborted value would then win over the committed value it was meant never to replace."""
-    for segment in log.segments():
-        if segment.base_offset >= first_uncleanable_offset:
-            break
-        if segment.aborted_transactions_size() > 0:
-            raise AbortedTransactionsError(
-                f"{segment.txn_index_path} records aborted transactions: compactlog's cleaner "
-                "cannot remove aborted records yet (Kafka's cleaner can), so it does not clean "
-                f"{log.name}"
-            )
-
-
-class _TransactionState:
-    """What the cleaner must know of transactions (spec 5.7), for logs without aborted ones.
-
-    compactlog writes no aborted-transaction index yet, and refuses a log with one Kafka wrote
-    (:func:`_refuse_aborted_transactions`), so every transactional batch it sees is treated as
-    committed: the COMMIT marker of a producer is kept while a batch of its
-    transaction was seen in the current round, and becomes discardable (after its delete
-    horizon) once none is.
-    """
-
-    def __init__(self) -> None:
-        self.ongoing_committed: set[int] = set()
-
-    def on_data_batch(self, header: BatchHeader) -> bool:
-        if header.is_transactional:
-            self.ongoing_committed.add(header.producer_id)
-        return False  # never aborted: no aborted transactions are recorded
-
-    def on_control_batch(self, header: BatchHeader, first_key: bytes | None) -> bool:
-        if header.records_count == 0 or first_key is None:
-            return True  # an empty control batch is always discardable
-        kind = decode_control_key(first_key)
-        if kind == ControlRecordType.COMMIT:
-            seen = header.producer_id in self.ongoing_committed
-            self.ongoing_committed.discard(header.producer_id)
-            return not seen
-        # An ABORT marker: no batch of an aborted transaction is ever seen (none are recorded),
-        # so it is discardable; other control types (leader change, ...) never are.
-        return kind == ControlRecordType.ABORT
-
-
-class _ActiveProducers:
-    """Spec 5.4, the first batch-retention rule: the last batch of every active producer stays
-    (Kafka's ``isBatchLastRecordOfProducer``), from the producers as the round starts.
-
-    A producer with data keeps the batch holding its last data offset; one that wrote only
-    markers keeps a control batch of its current epoch.
-    """
-
-    def __init__(self, last_records: dict[int, LastRecord]) -> None:
-        self._records = last_records
-        offsets = {
-            r.last_data_offset for r in last_records.values() if r.last_data_offset is not None
-        }
-        self._offsets = np.array(sorted(offsets), dtype=np.int64)
-
-    def __bool__(self) -> bool:
-        return bool(self._records)
-
-    def candidates(self, columns: RecordColumns) -> np.ndarray:
-        """Per batch of a region: whether it may be a producer's last batch (its last offset is
-        one of theirs); those go through :meth:`Cleaner._filter_batch`, which decides."""
-        return (columns.batch_producer_id >= 0) & np.isin(columns.batch_last_offset, self._offsets)
-
-    def retains(self, header: BatchHeader) -> bool:
-        if not header.has_producer_id:
-            return False
-        record = self._records.get(header.producer_id)
-        if record is None:
-            return False
-        if record.last_data_offset is not None:
-            return header.last_offset == record.last_data_offset
-        return header.is_control and header.producer_epoch == record.producer_epoch
-
-
 class Cleaner:
     """Cleans one log at a time with one offset map (one per cleaner thread)."""
 
@@ -601,7 +263,7 @@ class Cleaner:
         # Byte ranges of each segment (by base offset) whose CRCs this round already checked,
         # and regions the map pass decoded for the copy phase.
         self._verified: dict[int, tuple[int, int]] = {}
-        self._decoded = _DecodedRegions()
+        self._decoded = DecodedRegions()
         self._out_buffers = [_EMPTY_OUT, _EMPTY_OUT]
         # The last append from each output buffer, and the regions filtered so far this round.
         self._writes: list[Future[None] | None] = [None, None]
@@ -628,7 +290,7 @@ class Cleaner:
         self._writes = [None, None]
         self._region_count = 0
         try:
-            _refuse_aborted_transactions(log, first_uncleanable_offset)
+            refuse_aborted_transactions(log, first_uncleanable_offset)
             self.build_offset_map(log, first_dirty_offset, first_uncleanable_offset, stats)
             end_offset = self.offset_map.latest_offset + 1
             stats.map_complete_ms = self.clock()
@@ -641,8 +303,8 @@ class Cleaner:
                 config.segment_index_bytes,
                 first_uncleanable_offset,
             )
-            transactions = _TransactionState()
-            producers = _ActiveProducers(log.last_records_of_active_producers(now))
+            transactions = TransactionState()
+            producers = ActiveProducers(log.last_records_of_active_producers(now))
             for group in groups:
                 self.clean_segments(log, group, now, transactions, producers, stats)
                 stats.groups += 1
@@ -655,7 +317,7 @@ class Cleaner:
                 unswapped.cleaned.delete_files()
             self._unswapped = []
             self._verified = {}
-            self._decoded = _DecodedRegions()
+            self._decoded = DecodedRegions()
             self._out_buffers = [_EMPTY_OUT, _EMPTY_OUT]
         stats.end_ms = self.clock()
         return end_offset, stats
@@ -677,7 +339,7 @@ class Cleaner:
         limit = segs[after].base_offset if after < len(segs) else log.log_end_offset
         offset_map.clear(base_offset=start, expected_puts=max(1, limit - start))
         offset_map.track_latest(start, end)
-        self._decoded = _DecodedRegions(offset_map.spare_bytes)
+        self._decoded = DecodedRegions(offset_map.spare_bytes)
         for i, segment in enumerate(dirty):
             next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             if self._map_segment(log, segment, start, next_start, stats):
@@ -706,26 +368,27 @@ class Cleaner:
             segment.log_path,
             self._kernel,
         )
-        _drop_pages(view, position, len(view))  # the walk touched a page per batch
+        drop_pages(view, position, len(view))  # the walk touched a page per batch
         regions = [
-            (region[0][0], region[-1][1]) for region in _regions(chunks, self.buffers.region_bytes)
+            (region[0][0], region[-1][1])
+            for region in regions_of(chunks, self.buffers.region_bytes)
         ]
 
-        def prepare(k: int) -> Future[_MapRegion]:
+        def prepare(k: int) -> Future[MapRegion]:
             r0, r1 = regions[k]
             self.throttler.maybe_throttle(r1 - r0)
-            return self._background.submit(_prepare_map_region, view, r0, r1, segment.log_path)
+            return self._background.submit(prepare_map_region, view, r0, r1, segment.log_path)
 
         # The helper thread checks and decodes region k + 1 while this one hashes and puts the
         # keys of region k (the two halves take about as long).
-        ahead = deque(prepare(j) for j in range(min(_READ_AHEAD, len(regions))))
-        release = _PageRelease(view, position)
+        ahead = deque(prepare(j) for j in range(min(READ_AHEAD, len(regions))))
+        release = PageRelease(view, position)
         try:
             for k, (r0, r1) in enumerate(regions):
                 self.check_abort(log)
                 columns, key_len, counts = self._background.take(ahead.popleft())  # corrupt: fails
-                if k + _READ_AHEAD < len(regions):
-                    ahead.append(prepare(k + _READ_AHEAD))
+                if k + READ_AHEAD < len(regions):
+                    ahead.append(prepare(k + READ_AHEAD))
                 n = len(columns)
                 done = offset_map.put_batch(
                     columns.data, columns.key_pos, key_len, columns.offsets, 0, n, start
@@ -740,7 +403,7 @@ class Cleaner:
                     j = int(columns.batch_index[done])
                     first_of_j = int(np.searchsorted(columns.batch_index, j, side="left"))
                     at = r0 + int(columns.batch_position[j])
-                    stats.map_bytes_read += sum(e - s for s, e in _chunks_in(chunks, r0, at))
+                    stats.map_bytes_read += sum(e - s for s, e in chunks_in(chunks, r0, at))
                     stats.map_messages_read += int(counts[:j].sum()) + done - first_of_j
                     put_in_j = done > first_of_j and bool(
                         (
@@ -771,8 +434,8 @@ class Cleaner:
         log: Log,
         group: list[LogSegment],
         now: int,
-        transactions: _TransactionState,
-        producers: _ActiveProducers,
+        transactions: TransactionState,
+        producers: ActiveProducers,
         stats: CleanerStats,
     ) -> None:
         """Write the ``.cleaned`` segment of a group, then swap in the previous group's.
@@ -820,8 +483,8 @@ class Cleaner:
         dest: LogSegment,
         now: int,
         high_watermark: int,
-        transactions: _TransactionState,
-        producers: _ActiveProducers,
+        transactions: TransactionState,
+        producers: ActiveProducers,
         stats: CleanerStats,
     ) -> None:
         """Kafka's ``cleanInto``: read ``source`` a chunk at a time, filter, append each
@@ -831,19 +494,19 @@ class Cleaner:
         lookup of every key and one compiled pass (:func:`filter_region`) that copies or
         rebuilds every plain data batch into one output buffer. Compressed, transactional and
         control batches, and the rare cases the compiled pass declines, go through
-        :meth:`_filter_batch` record by record, in order, so the transaction state sees them
+        :func:`.rules.filter_batch` record by record, in order, so the transaction state sees them
         as Kafka's filter would.
         """
         view = source.map_log()
         chunks = kafka_chunks(
             view, 0, self.buffers, log.config.max_message_bytes, source.log_path, self._kernel
         )
-        _drop_pages(view, 0, len(view))  # the walk touched a page per batch
+        drop_pages(view, 0, len(view))  # the walk touched a page per batch
         delete_retention_ms = log.config.delete_retention_ms
         # Batches the map pass of this round checked need no second CRC check.
         verified_lo, verified_hi = self._verified.get(source.base_offset, (0, 0))
         writes = self._writes  # the round's, across segments: an append may still be running
-        regions = list(_regions(chunks, self.buffers.region_bytes))
+        regions = list(regions_of(chunks, self.buffers.region_bytes))
 
         def prepare(k: int) -> Future[RecordColumns]:
             r0, r1 = regions[k][0][0], regions[k][-1][1]
@@ -856,21 +519,21 @@ class Cleaner:
                 return self._background.ready(decoded)
             check = not verified_lo <= r0 < r1 <= verified_hi
             return self._background.submit(
-                _prepare_copy_region, view, r0, r1, source.log_path, check
+                prepare_copy_region, view, r0, r1, source.log_path, check
             )
 
         # The helper thread checks and decodes region k + 1 (and appends region k - 1's
         # survivors) while this one filters region k.
-        ahead = deque(prepare(j) for j in range(min(_READ_AHEAD, len(regions))))
-        release = _PageRelease(view, 0)
+        ahead = deque(prepare(j) for j in range(min(READ_AHEAD, len(regions))))
+        release = PageRelease(view, 0)
         for i, region in enumerate(regions):
             k = self._region_count
             self._region_count += 1
             self.check_abort(log)
             r0, r1 = region[0][0], region[-1][1]
             columns = self._background.take(ahead.popleft())  # corrupt: fails, before any append
-            if i + _READ_AHEAD < len(regions):
-                ahead.append(prepare(i + _READ_AHEAD))
+            if i + READ_AHEAD < len(regions):
+                ahead.append(prepare(i + READ_AHEAD))
             stats.bytes_read += r1 - r0
             previous_write = writes[k % 2]
             if previous_write is not None:
@@ -904,8 +567,8 @@ class Cleaner:
         now: int,
         delete_retention_ms: int,
         high_watermark: int,
-        transactions: _TransactionState,
-        producers: _ActiveProducers,
+        transactions: TransactionState,
+        producers: ActiveProducers,
         stats: CleanerStats,
         buffer: int,
     ) -> tuple[bytes | memoryview, AppendedBatches]:
@@ -979,7 +642,7 @@ class Cleaner:
             )
 
         # Some batches go record by record: splice their bytes in, in order.
-        decisions = self._decide(columns, found, now)
+        decisions = decide_records(columns, found, now, self.offset_map.latest_offset)
         headers = columns.batch_headers
         parts: list[bytes | memoryview] = []
         last: list[int] = []
@@ -988,7 +651,7 @@ class Cleaner:
         caller_set = set(callers)
         for b in range(nb):
             if b in caller_set:
-                filtered = self._filter_batch(
+                filtered = filter_batch(
                     region_view,
                     int(positions[b]),
                     headers[b],
@@ -1035,212 +698,3 @@ class Cleaner:
         offsets = columns.offsets
         found[covered] = np.where(marked, offsets, offsets + 1)[covered]
         return found
-
-    def _decide(self, columns: RecordColumns, found: np.ndarray, now: int) -> _ChunkDecisions:
-        """The record rule of spec 5.4 for every record of a region at once (numpy)."""
-        count = columns.batch_count
-        # No delete horizon stamped yet, or not reached.
-        retain_tombstone = ((columns.batch_attributes & DELETE_HORIZON_FLAG_MASK) == 0) | (
-            now < columns.batch_base_timestamp
-        )
-        batch = columns.batch_index
-        offsets = columns.offsets
-        beyond = offsets > self.offset_map.latest_offset
-        has_key = columns.key_len >= 0
-        tombstone = columns.value_len < 0
-        keep = beyond | (has_key & (offsets >= found) & (~tombstone | retain_tombstone[batch]))
-        starts = np.zeros(count + 1, dtype=np.int64)
-        np.cumsum(columns.batch_records_count, out=starts[1:])
-        return _ChunkDecisions(
-            columns=columns,
-            keep=keep,
-            starts=starts,
-            kept=np.bincount(batch, weights=keep, minlength=count).astype(np.int64),
-            kept_tombstones=np.bincount(batch, weights=keep & tombstone, minlength=count).astype(
-                np.int64
-            ),
-            keyless=np.bincount(batch, weights=~beyond & ~has_key, minlength=count).astype(
-                np.int64
-            ),
-        )
-
-    def _filter_batch(
-        self,
-        data: bytes | memoryview,
-        position: int,
-        header: BatchHeader,
-        decisions: _ChunkDecisions,
-        b: int,
-        now: int,
-        delete_retention_ms: int,
-        high_watermark: int,
-        transactions: _TransactionState,
-        producers: _ActiveProducers,
-        stats: CleanerStats,
-    ) -> bytes | memoryview | None:
-        """Spec 5.4 for batch ``b`` of the chunk: the bytes to write, or None to drop it."""
-        first, stop = int(decisions.starts[b]), int(decisions.starts[b + 1])
-        horizon = header.delete_horizon_ms
-        columns = decisions.columns
-        if header.is_control:
-            key = columns.key(first) if stop > first else None
-            can_discard = transactions.on_control_batch(header, key)
-            discard_records = can_discard and horizon is not None and horizon <= now
-        else:
-            can_discard = transactions.on_data_batch(header)
-            discard_records = can_discard
-        # Batch retention, first matching rule: an active producer's last batch, the batch
-        # ending at the high watermark (both RETAIN_EMPTY), then DELETE or DELETE_EMPTY.
-        retain_empty = producers.retains(header) or header.next_offset == high_watermark
-        if not retain_empty and discard_records:
-            return None
-        stats.messages_read += stop - first
-        if discard_records:
-            kept, tombstones_kept = 0, 0
-        elif header.is_control:
-            kept, tombstones_kept = stop - first, 0
-        else:
-            kept, tombstones_kept = int(decisions.kept[b]), int(decisions.kept_tombstones[b])
-            stats.invalid_messages += int(decisions.keyless[b])
-        if kept:
-            need_horizon = (tombstones_kept > 0 or (can_discard and header.is_control)) and (
-                horizon is None
-            )
-            if kept == stop - first and not need_horizon:
-                return data[position : position + header.size_in_bytes]
-            new_horizon = now + delete_retention_ms if need_horizon else horizon
-            if header.is_control:
-                indices = list(range(first, stop))
-            else:
-                indices = (np.flatnonzero(decisions.keep[first:stop]) + first).tolist()
-            if header.compression == Compression.NONE and not header.is_control:
-                fast = _rebuild_uncompressed(
-                    data,
-                    position,
-                    header,
-                    decisions.keep[first:stop],
-                    columns.timestamps[first:stop],
-                    new_horizon,
-                )
-                if fast is not None:
-                    return fast
-            return _rebuild(columns, indices, header, new_horizon)
-        if retain_empty:
-            empty = build_empty_batch(
-                base_offset=header.base_offset,
-                last_offset_delta=header.last_offset_delta,
-                max_timestamp=header.max_timestamp,
-                producer_id=header.producer_id,
-                producer_epoch=header.producer_epoch,
-                base_sequence=header.base_sequence,
-                partition_leader_epoch=header.partition_leader_epoch,
-                timestamp_type=TimestampType(header.timestamp_type),
-                is_transactional=header.is_transactional,
-                is_control=header.is_control,
-            )
-            return empty
-        return None
-
-
-@dataclass
-class _ChunkDecisions:
-    """Per-record keep flags of a region and their per-batch counts."""
-
-    columns: RecordColumns
-    keep: np.ndarray
-    starts: np.ndarray  # record index where each batch starts (and the end)
-    kept: np.ndarray
-    kept_tombstones: np.ndarray
-    keyless: np.ndarray
-
-
-# Timestamps this far from zero could overflow the compiled kernel's 64-bit zig-zag arithmetic;
-# such batches (never seen in practice) take the record-by-record path.
-_SAFE_TIMESTAMP = 2**61
-
-
-def _rebuild_uncompressed(
-    data: bytes | memoryview,
-    position: int,
-    header: BatchHeader,
-    keep: np.ndarray,
-    timestamps: np.ndarray,
-    horizon: int | None,
-) -> bytes | None:
-    """:func:`_rebuild` for an uncompressed data batch, by copying the kept records' bytes
-    (only the timestamp delta and the length are re-encoded); identical output."""
-    kept_ts = timestamps[keep]
-    if (
-        len(kept_ts) == 0
-        or max(abs(int(kept_ts.min())), abs(int(kept_ts.max()))) >= _SAFE_TIMESTAMP
-    ):
-        return None
-    log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
-    new_base = horizon if horizon is not None else int(kept_ts[0])
-    if abs(new_base) >= _SAFE_TIMESTAMP or abs(header.base_timestamp) >= _SAFE_TIMESTAMP:
-        return None
-    section = rebuild(
-        data,
-        position + RECORD_BATCH_OVERHEAD,
-        position + header.size_in_bytes,
-        keep,
-        old_base_ts=header.base_timestamp,
-        fixed_ts=header.max_timestamp if log_append else None,
-        new_base_ts=new_base,
-    )
-    attributes = header.attributes & ~DELETE_HORIZON_FLAG_MASK
-    if horizon is not None:
-        attributes |= DELETE_HORIZON_FLAG_MASK
-    return pack_batch(
-        section,
-        base_offset=header.base_offset,
-        partition_leader_epoch=header.partition_leader_epoch,
-        attributes=attributes,
-        last_offset_delta=header.last_offset_delta,
-        base_timestamp=new_base,
-        max_timestamp=header.max_timestamp if log_append else int(kept_ts.max()),
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        records_count=len(kept_ts),
-    )
-
-
-def _rebuild(
-    columns: RecordColumns, indices: list[int], header: BatchHeader, horizon: int | None
-) -> bytes:
-    """The batch with only the kept records: same base and last offset, producer fields,
-    flags, leader epoch and codec (at its default level); timestamps and offsets preserved."""
-    data = columns.data
-    pick = np.asarray(indices, dtype=np.int64)
-    key_pos, key_len = columns.key_pos[pick].tolist(), columns.key_len[pick].tolist()
-    value_pos, value_len = columns.value_pos[pick].tolist(), columns.value_len[pick].tolist()
-    with_headers = columns.headers_count[pick].tolist()
-    records: list[tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Any]] = []
-    for j, i in enumerate(indices):
-        kl, vl, kp, vp = key_len[j], value_len[j], key_pos[j], value_pos[j]
-        key = bytes(data[kp : kp + kl]) if kl >= 0 else None
-        value = bytes(data[vp : vp + vl]) if vl >= 0 else None
-        if with_headers[j]:
-            records.append((key, value, columns.headers(i)))
-        else:
-            records.append((key, value))
-    log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
-    base = header.base_offset
-    return build_batch(
-        records,
-        base_offset=base,
-        timestamps=columns.timestamps[pick].tolist(),
-        compression=header.compression,
-        timestamp_type=TimestampType(header.timestamp_type),
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        partition_leader_epoch=header.partition_leader_epoch,
-        is_transactional=header.is_transactional,
-        is_control=header.is_control,
-        delete_horizon_ms=horizon,
-        offset_deltas=(columns.offsets[pick] - base).tolist(),
-        last_offset_delta=header.last_offset_delta,
-        max_timestamp=header.max_timestamp if log_append else None,
-    )

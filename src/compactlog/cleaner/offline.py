@@ -36,9 +36,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from compactlog.cleaner.cleaner import Cleaner, CleaningAbortedError, _DecodedRegions
+from compactlog.cleaner.cleaner import Cleaner, CleaningAbortedError
 from compactlog.cleaner.manager import cleanable_offsets
 from compactlog.cleaner.offset_map import HashedKeys, IntColumn
+from compactlog.cleaner.reads import DecodedRegions
 from compactlog.cleaner.service import LogCleaner, new_cleaner
 from compactlog.cleaner.stats import CleanerStats, summary_message
 from compactlog.errors import CompactlogError, PolicyViolationError, StorageError
@@ -358,4 +359,4 @@ class OnePassCleaner(Cleaner):
                 f"the round up to {end}"
             )
         self.offset_map = self._survivor_map  # type: ignore[assignment]
-        self._decoded = _DecodedRegions()
+        self._decoded = DecodedRegions()

@@ -25,9 +25,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from compactlog.cleaner.cleaner import Cleaner, CleanerBuffers, CleaningAbortedError
+from compactlog.cleaner.cleaner import Cleaner, CleaningAbortedError
 from compactlog.cleaner.manager import LogCleanerManager, LogToClean, cleanable_offsets
 from compactlog.cleaner.offset_map import CompactOffsetMap, OffsetMap, SkimpyOffsetMap
+from compactlog.cleaner.reads import CleanerBuffers
 from compactlog.cleaner.stats import (
     CleanerStats,
     delayed_partitions_line,

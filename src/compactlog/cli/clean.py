@@ -1,6 +1,6 @@
 """``clean``, ``cleaner-status`` and ``explain``: the log cleaner on demand, and why it does what
 it does (over :meth:`LogManager.clean`, :meth:`LogManager.clean_log` and
-:mod:`compactlog.cleaner.inspect`)."""
+:mod:`compactlog.cleaner.explain`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from compactlog.cleaner.inspect import (
+from compactlog.cleaner.explain import (
     KeyRecordExplanation,
     PartitionStatus,
     TombstoneStatus,

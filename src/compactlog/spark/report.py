@@ -33,7 +33,7 @@ be held by a broker or the CLI, and opening would recover the logs.
   ``clean_bytes``/``cleanable_bytes`` as the manager counts them (the active segment in neither);
 * ``dirty_keys``: distinct keys of the cleanable range ``[first dirty, first uncleanable)``;
   ``passes_needed``: the cleanings Kafka's cleaner needs for that range with maps of
-  ``keys_per_pass`` keys (:func:`~compactlog.cleaner.inspect.keys_per_pass` for
+  ``keys_per_pass`` keys (:func:`~compactlog.cleaner.explain.keys_per_pass` for
   ``log.cleaner.dedupe.buffer.size``), as ``cleaner-status`` computes them (0 for a topic that
   is not compacted: the cleaner never maps it). ``ceil(dirty_keys / keys_per_pass)`` is only a
   lower bound, since a key that recurs after a pass boundary is mapped again; where it is more
@@ -60,7 +60,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from compactlog.cleaner.inspect import format_ms, keys_per_pass
+from compactlog.cleaner.explain import format_ms, keys_per_pass
 from compactlog.cleaner.manager import log_to_clean
 from compactlog.errors import (
     ConfigError,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import compactlog  # noqa: F401 - installs the cleaner
-from compactlog.cleaner.inspect import (
+from compactlog.cleaner.explain import (
     VERDICT_LATEST,
     VERDICT_NOT_COMPACTED,
     VERDICT_REMOVABLE,

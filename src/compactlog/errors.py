@@ -260,6 +260,32 @@ class OffsetOverflowError(CompactlogError):
 
 
 # --------------------------------------------------------------------------------------------
+# Errors of the log cleaner
+
+
+class AbortedTransactionsError(CompactlogError):
+    """The log records aborted transactions (a ``.txnindex`` Kafka wrote), which this cleaner
+    cannot remove yet: the partition is marked uncleanable instead of cleaned wrongly."""
+
+
+class CleaningAbortedError(CompactlogError):
+    """The round was aborted (the partition was paused, truncated or deleted)."""
+
+
+class OffsetMapFullError(CompactlogError):
+    """A ``put`` of a new entry when every slot is taken (Kafka's ``require`` in ``put``)."""
+
+
+class OffsetMapRangeError(CompactlogError):
+    """A ``put`` into a :class:`CompactOffsetMap` of an offset it cannot store relative to its
+    base offset (outside ``[base_offset, base_offset + 2^32)``)."""
+
+
+class IllegalCleaningStateError(CompactlogError):
+    """A cleaning-state transition that Kafka refuses (Kafka's ``IllegalStateException``)."""
+
+
+# --------------------------------------------------------------------------------------------
 # Errors of the Spark pipeline (the compactlog[spark] extra)
 
 

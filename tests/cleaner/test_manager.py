@@ -10,14 +10,13 @@ from typing import Any
 import pytest
 
 from compactlog.cleaner.manager import (
-    IllegalCleaningStateError,
     LogCleanerManager,
     PreCleanStats,
     cleanable_offsets,
     log_to_clean,
     log_to_clean_for_range,
 )
-from compactlog.errors import StorageError
+from compactlog.errors import IllegalCleaningStateError, StorageError
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
 

@@ -24,12 +24,10 @@ from compactlog.cleaner import offset_map as offset_map_module
 from compactlog.cleaner.offset_map import (
     CompactOffsetMap,
     OffsetMap,
-    OffsetMapFullError,
-    OffsetMapRangeError,
     SkimpyOffsetMap,
     keys_per_mib,
 )
-from compactlog.errors import CompactlogError, ConfigError
+from compactlog.errors import CompactlogError, ConfigError, OffsetMapFullError, OffsetMapRangeError
 
 KERNEL_NAMES = ["python", "numba"]
 MAP_CLASSES = [SkimpyOffsetMap, CompactOffsetMap]

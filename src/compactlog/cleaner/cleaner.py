@@ -92,7 +92,6 @@ from compactlog.cleaner.rules import (
 )
 from compactlog.cleaner.stats import CleanerStats
 from compactlog.cleaner.throttler import Throttler
-from compactlog.errors import CompactlogError
 from compactlog.records import RecordColumns, read_header
 from compactlog.records.batch_header import CRC_OFFSET, compute_crc
 from compactlog.storage.log import Log
@@ -103,10 +102,6 @@ logger = logging.getLogger("compactlog.cleaner")
 MAX_RELATIVE_OFFSET = 2**31 - 1
 _CRC = struct.Struct(">I")
 _EMPTY_OUT = np.empty(0, np.uint8)
-
-
-class CleaningAbortedError(CompactlogError):
-    """The round was aborted (the partition was paused, truncated or deleted)."""
 
 
 _T = TypeVar("_T")

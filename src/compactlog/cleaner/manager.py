@@ -48,7 +48,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from compactlog.errors import CompactlogError, MalformedCheckpointError, StorageError
+from compactlog.errors import (
+    IllegalCleaningStateError,
+    MalformedCheckpointError,
+    StorageError,
+)
 from compactlog.storage.checkpoint import OffsetCheckpointFile
 from compactlog.storage.log import Log
 from compactlog.storage.segment import LogSegment
@@ -64,10 +68,6 @@ LONG_MAX = 2**63 - 1
 REASON_ACTIVE_SEGMENT = "active segment"
 REASON_MIN_COMPACTION_LAG = "min.compaction.lag.ms"
 REASON_HIGH_WATERMARK = "high watermark"
-
-
-class IllegalCleaningStateError(CompactlogError):
-    """A cleaning-state transition that Kafka refuses (Kafka's ``IllegalStateException``)."""
 
 
 # --- cleaning states ------------------------------------------------------------------------

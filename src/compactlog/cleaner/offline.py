@@ -36,13 +36,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from compactlog.cleaner.cleaner import Cleaner, CleaningAbortedError
+from compactlog.cleaner.cleaner import Cleaner
 from compactlog.cleaner.manager import cleanable_offsets
 from compactlog.cleaner.offset_map import HashedKeys, IntColumn
 from compactlog.cleaner.reads import DecodedRegions
 from compactlog.cleaner.service import LogCleaner, new_cleaner
 from compactlog.cleaner.stats import CleanerStats, summary_message
-from compactlog.errors import CompactlogError, PolicyViolationError, StorageError
+from compactlog.errors import (
+    CleaningAbortedError,
+    CompactlogError,
+    PolicyViolationError,
+    StorageError,
+)
 from compactlog.storage.config import BrokerConfig, LogConfig
 from compactlog.storage.datadir import PartitionJobs
 from compactlog.storage.fs import OsFileSystem

@@ -77,7 +77,7 @@ import numpy as np
 import numpy.typing as npt
 
 from compactlog.cleaner import _map_kernels as _k
-from compactlog.errors import CompactlogError, ConfigError
+from compactlog.errors import CompactlogError, ConfigError, OffsetMapFullError, OffsetMapRangeError
 
 MIB = 1 << 20
 INT64_MIN = -(1 << 63)
@@ -87,15 +87,6 @@ KERNELS = ("auto", "numba", "python")
 
 Data: TypeAlias = bytes | bytearray | memoryview | npt.NDArray[np.uint8]
 IntColumn: TypeAlias = npt.NDArray[np.integer[Any]] | Sequence[int]
-
-
-class OffsetMapFullError(CompactlogError):
-    """A ``put`` of a new entry when every slot is taken (Kafka's ``require`` in ``put``)."""
-
-
-class OffsetMapRangeError(CompactlogError):
-    """A ``put`` into a :class:`CompactOffsetMap` of an offset it cannot store relative to its
-    base offset (outside ``[base_offset, base_offset + 2^32)``)."""
 
 
 class OffsetMap(Protocol):

@@ -14,7 +14,7 @@ import numpy as np
 
 from compactlog.cleaner.rebuild import rebuild_batch, rebuild_uncompressed
 from compactlog.cleaner.stats import CleanerStats
-from compactlog.errors import CompactlogError
+from compactlog.errors import AbortedTransactionsError
 from compactlog.records import (
     BatchHeader,
     Compression,
@@ -27,11 +27,6 @@ from compactlog.records.batch_header import DELETE_HORIZON_FLAG_MASK
 from compactlog.records.control import decode_control_key
 from compactlog.storage.log import Log
 from compactlog.storage.producer_state import LastRecord
-
-
-class AbortedTransactionsError(CompactlogError):
-    """The log records aborted transactions (a ``.txnindex`` Kafka wrote), which this cleaner
-    cannot remove yet: the partition is marked uncleanable instead of cleaned wrongly."""
 
 
 def refuse_aborted_transactions(log: Log, first_uncleanable_offset: int) -> None:

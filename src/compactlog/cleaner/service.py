@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from compactlog.cleaner.cleaner import Cleaner, CleaningAbortedError
+from compactlog.cleaner.cleaner import Cleaner
 from compactlog.cleaner.manager import LogCleanerManager, LogToClean, cleanable_offsets
 from compactlog.cleaner.offset_map import CompactOffsetMap, OffsetMap, SkimpyOffsetMap
 from compactlog.cleaner.reads import CleanerBuffers
@@ -36,7 +36,12 @@ from compactlog.cleaner.stats import (
     summary_message,
 )
 from compactlog.cleaner.throttler import Throttler
-from compactlog.errors import CompactlogError, PolicyViolationError, StorageError
+from compactlog.errors import (
+    CleaningAbortedError,
+    CompactlogError,
+    PolicyViolationError,
+    StorageError,
+)
 from compactlog.storage.config import BrokerConfig
 from compactlog.storage.log import Log
 from compactlog.storage.store import Store

@@ -47,6 +47,7 @@ from compactlog.records import RecordColumns, decode_columns
 from compactlog.storage.config import BrokerConfig
 from compactlog.storage.log import Log
 from compactlog.storage.partitioner import partition_for_key
+from compactlog.storage.readonly import ReadOnlyDataDir
 from compactlog.storage.segment import LogSegment
 from compactlog.storage.store import Store
 
@@ -77,9 +78,47 @@ def keys_per_pass(broker: BrokerConfig) -> int:
     return int((memory // entry) * broker.io_buffer_load_factor)
 
 
-def key_partition(store: Store, topic: str, key: bytes) -> int:
+def key_partition(store: Store | ReadOnlyDataDir, topic: str, key: bytes) -> int:
     """The partition Kafka's default partitioner sends ``key`` to."""
     return partition_for_key(key, store.partitions(topic))
+
+
+# --------------------------------------------------------------------------------------------
+# What the answers read: a live cleaner's store and states, or the files alone
+
+
+class _Source:
+    """The logs, the cleaner checkpoint and the cleaner states the answers read.
+
+    Over a :class:`LogCleaner` (a store open in this process) the states are the cleaner's: a
+    partition in progress or paused, the uncleanable marks. Over a
+    :class:`~compactlog.storage.readonly.ReadOnlyDataDir` (the CLI's commands: no lock, nothing
+    written, a broker may hold the directory) only the files speak: no state, no mark, since
+    those live in the memory of the process that cleans.
+    """
+
+    def __init__(self, source: LogCleaner | ReadOnlyDataDir) -> None:
+        if isinstance(source, LogCleaner):
+            store = source.store
+            self.broker, self.clock = store.broker, store.clock
+            self.topics, self.partitions, self.log = store.topics, store.partitions, store.log
+            self.manager: LogCleanerManager | None = source.manager
+        else:
+            self.broker, self.clock = source.broker, source.clock
+            self.topics, self.partitions, self.log = source.topics, source.partitions, source.log
+            self.manager = None
+            self._checkpoints = source.cleaner_checkpoints()
+
+    def checkpoint(self, tp: tuple[str, int]) -> int | None:
+        if self.manager is None:
+            return self._checkpoints.get(tp)
+        return self.manager.checkpoints().get(tp)
+
+    def state(self, tp: tuple[str, int]) -> str | None:
+        return None if self.manager is None else self.manager.state(tp)
+
+    def uncleanable(self, tp: tuple[str, int]) -> str | None:
+        return None if self.manager is None else self.manager.uncleanable_partitions().get(tp)
 
 
 # --------------------------------------------------------------------------------------------
@@ -395,10 +434,10 @@ def _nothing_cleanable(view: _View) -> str:
     )
 
 
-def _view(store: Store, manager: LogCleanerManager, topic: str, partition: int, now: int) -> _View:
+def _view(source: _Source, topic: str, partition: int, now: int) -> _View:
     tp = (topic, partition)
-    log = store.log(topic, partition)
-    checkpoint = manager.checkpoints().get(tp)
+    log = source.log(topic, partition)
+    checkpoint = source.checkpoint(tp)
     candidate = log_to_clean(tp, log, checkpoint, now)
     segments = log.segments()
     view = _View(
@@ -407,8 +446,8 @@ def _view(store: Store, manager: LogCleanerManager, topic: str, partition: int, 
         checkpoint=checkpoint,
         candidate=candidate,
         segments=segments,
-        state=manager.state(tp),
-        uncleanable=manager.uncleanable_partitions().get(tp),
+        state=source.state(tp),
+        uncleanable=source.uncleanable(tp),
         min_lag_until_ms=_min_lag_until(log, candidate, segments),
     )
     view.why_not = _why_not(view)
@@ -417,16 +456,16 @@ def _view(store: Store, manager: LogCleanerManager, topic: str, partition: int, 
 
 
 def next_cleaning_range(
-    cleaner: LogCleaner, topic: str, partition: int, now: int | None = None
+    cleaner: LogCleaner | ReadOnlyDataDir, topic: str, partition: int, now: int | None = None
 ) -> LogToClean:
     """The range and byte counts the next cleaning of this partition at ``now`` would use.
 
     Read-only: unlike the selection, a checkpoint outside the log is not rewritten.
     """
-    store = cleaner.store
-    now = store.clock() if now is None else now
-    checkpoint = cleaner.manager.checkpoints().get((topic, partition))
-    return log_to_clean((topic, partition), store.log(topic, partition), checkpoint, now)
+    source = _Source(cleaner)
+    now = source.clock() if now is None else now
+    checkpoint = source.checkpoint((topic, partition))
+    return log_to_clean((topic, partition), source.log(topic, partition), checkpoint, now)
 
 
 # --------------------------------------------------------------------------------------------
@@ -434,17 +473,18 @@ def next_cleaning_range(
 
 
 def cleaner_status(
-    cleaner: LogCleaner, topic: str | None = None, now: int | None = None
+    cleaner: LogCleaner | ReadOnlyDataDir, topic: str | None = None, now: int | None = None
 ) -> list[PartitionStatus]:
-    """Every partition of ``topic`` (or of every topic) as the next cleaner iteration sees it."""
-    store, manager = cleaner.store, cleaner.manager
-    now = store.clock() if now is None else now
-    max_keys = keys_per_pass(store.broker)
-    topics = [topic] if topic is not None else store.topics()
+    """Every partition of ``topic`` (or of every topic) as the next cleaner iteration sees it:
+    of a live cleaner (with its states and uncleanable marks), or of the files alone."""
+    source = _Source(cleaner)
+    now = source.clock() if now is None else now
+    max_keys = keys_per_pass(source.broker)
+    topics = [topic] if topic is not None else source.topics()
     statuses = []
     for name in topics:
-        for partition in range(store.partitions(name)):
-            statuses.append(_status(_view(store, manager, name, partition, now), max_keys))
+        for partition in range(source.partitions(name)):
+            statuses.append(_status(_view(source, name, partition, now), max_keys))
     return statuses
 
 
@@ -566,7 +606,7 @@ def _records_of(log: Log, key: bytes) -> list[_Stored]:
 
 
 def explain_key(
-    cleaner: LogCleaner,
+    cleaner: LogCleaner | ReadOnlyDataDir,
     topic: str,
     key: bytes,
     partition: int | None = None,
@@ -574,16 +614,16 @@ def explain_key(
 ) -> list[KeyRecordExplanation]:
     """Every stored record of ``key`` in ``partition`` (default: the one Kafka's partitioner
     picks for the key), oldest first, each with what keeps it in the log and when it goes."""
-    store = cleaner.store
-    now = store.clock() if now is None else now
+    source = _Source(cleaner)
+    now = source.clock() if now is None else now
     if partition is None:
-        partition = key_partition(store, topic, key)
-    view = _view(store, cleaner.manager, topic, partition, now)
+        partition = partition_for_key(key, source.partitions(topic))
+    view = _view(source, topic, partition, now)
     stored = _records_of(view.log, key)
     if not stored:
         return []
     map_end = (
-        _next_map_end(view.log, view.fdo, view.fuo, keys_per_pass(store.broker))
+        _next_map_end(view.log, view.fdo, view.fuo, keys_per_pass(source.broker))
         if view.log.config.compact
         else view.fuo
     )

@@ -25,12 +25,23 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from typing import Any
 
-from compactlog.errors import CompactlogError, MalformedCheckpointError, StorageError
-from compactlog.storage.checkpoint import parse_checkpoint
+from compactlog.errors import (
+    CompactlogError,
+    MalformedCheckpointError,
+    StorageError,
+    UnknownTopicOrPartitionError,
+)
+from compactlog.storage.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    parse_checkpoint,
+)
 from compactlog.storage.config import BrokerConfig, LogConfig
 from compactlog.storage.fs import ReadOnlyFileSystem
 from compactlog.storage.local_log import LocalLog, segment_settings
@@ -142,3 +153,86 @@ def read_only_log(
     finally:
         for segment in segments:
             segment.close_handles()
+
+
+class ReadOnlyDataDir:
+    """A data directory opened to look at, at one instant ``now``: no lock taken, no byte
+    written, nothing recovered (the rules are the module's).
+
+    The topics and configs are the store's (``config`` holds broker settings by Kafka's
+    names, as :meth:`Store.open <compactlog.storage.store.Store.open>` takes them), the
+    checkpoints as on disk, each partition's :class:`Log` as after a clean shutdown, opened on
+    first use and closed by :meth:`close`. Works while a broker, the CLI or a job has the
+    directory open.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        config: Mapping[str, Any] | None = None,
+        now: int | None = None,
+    ) -> None:
+        self.path = os.path.abspath(os.fspath(path))
+        self.broker = BrokerConfig.from_dict(dict(config or {}))
+        self.now = time.time_ns() // 1_000_000 if now is None else now
+        self._topics = read_topics(self.path, self.broker)
+        self._log_starts = read_checkpoint(self.path, LOG_START_OFFSET_CHECKPOINT)
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._handles = ExitStack()
+
+    def __enter__(self) -> ReadOnlyDataDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the files of every log opened so far."""
+        self._logs.clear()
+        self._handles.close()
+
+    def clock(self) -> int:
+        """The instant this view looks at (epoch ms)."""
+        return self.now
+
+    def topics(self) -> list[str]:
+        return sorted(self._topics)
+
+    def _topic(self, name: str) -> TopicEntry:
+        try:
+            return self._topics[name]
+        except KeyError:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}") from None
+
+    def partitions(self, name: str) -> int:
+        return self._topic(name).partitions
+
+    def topic_config(self, name: str) -> LogConfig:
+        return self._topic(name).config
+
+    def cleaner_checkpoints(self) -> dict[tuple[str, int], int]:
+        """The cleaner's checkpoint as on disk (missing or malformed: empty, as the cleaner
+        reads it)."""
+        return read_checkpoint(self.path, CLEANER_OFFSET_CHECKPOINT)
+
+    def log(self, topic: str, partition: int) -> Log:
+        """The partition's log, read-only; raises :class:`UnknownTopicOrPartitionError` for a
+        partition the topic does not have and :class:`StorageError` for one with no segment
+        file (the store creates one with the partition)."""
+        key = (topic, partition)
+        log = self._logs.get(key)
+        if log is not None:
+            return log
+        entry = self._topic(topic)
+        if not 0 <= partition < entry.partitions:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
+        opened = self._handles.enter_context(
+            read_only_log(
+                self.path, topic, partition, entry.config, self._log_starts.get(key), self.now
+            )
+        )
+        if opened is None:
+            directory = os.path.join(self.path, partition_dir_name(topic, partition))
+            raise StorageError(f"{directory} has no segment file")
+        self._logs[key] = opened
+        return opened

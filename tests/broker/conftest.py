@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-import compactlog  # noqa: F401 - installs the cleaner
 import tests.broker.helpers.kafka_python  # noqa: F401 - quiets kafka-python's imports
 from tests.broker.helpers.server import Brokers, CliBroker
 

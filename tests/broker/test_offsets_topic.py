@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 import pytest
 
-import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.broker.coordinator.offsets_topic import (
     OFFSETS_TOPIC,
     GroupMetadataKey,

@@ -38,7 +38,6 @@ from pathlib import Path
 
 import pytest
 
-import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.errors import OffsetOutOfRangeError
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock

@@ -57,7 +57,6 @@ from pathlib import Path
 
 import pytest
 
-import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
 from tests.managed import close_managed, manager_of, open_managed

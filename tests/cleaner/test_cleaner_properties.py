@@ -73,7 +73,6 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.errors import PolicyViolationError
 from compactlog.records import Record, RecordBatch
 from compactlog.storage.log import Log

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.cleaner.cleaner import Cleaner, group_segments_by_size
 from compactlog.cleaner.offset_map import CompactOffsetMap, OffsetMap, SkimpyOffsetMap
 from compactlog.cleaner.stats import summary_message

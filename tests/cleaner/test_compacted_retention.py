@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.errors import OffsetOutOfRangeError, PolicyViolationError
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock

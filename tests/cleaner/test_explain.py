@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.cleaner.explain import (
     VERDICT_LATEST,
     VERDICT_NOT_COMPACTED,
@@ -24,6 +23,7 @@ from compactlog.cleaner.explain import (
 from compactlog.cleaner.service import LogCleaner
 from compactlog.errors import UnknownTopicOrPartitionError
 from compactlog.storage.config import BrokerConfig
+from compactlog.storage.readonly import ReadOnlyDataDir
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
 from tests.managed import manager_of
@@ -360,3 +360,22 @@ def test_next_cleaning_range_writes_nothing(open_store: StoreFactory, clock: Man
 def test_format_ms() -> None:
     assert format_ms(1_700_000_000_123) == "2023-11-14T22:13:20.123Z"
     assert format_ms(0) == "1970-01-01T00:00:00.000Z"
+
+
+def test_the_files_alone_give_the_live_cleaners_answers(
+    open_store: StoreFactory, clock: ManualClock
+) -> None:
+    """cleaner_status and explain_key over a ReadOnlyDataDir (what the CLI reads, no lock) agree
+    with the live cleaner's, field for field, while the store stays open."""
+    store = open_store()
+    seed(store)
+    store.write_log_start_offset_checkpoint()
+    now = clock.now + 1
+    live = cleaner_status(manager_of(store).cleaner, TOPIC, now)
+    with ReadOnlyDataDir(store.path, now=now) as files:
+        assert cleaner_status(files, TOPIC, now) == live
+        assert explain_key(files, TOPIC, b"grape", now=now) == explain_key(
+            manager_of(store).cleaner, TOPIC, b"grape", now=now
+        )
+        with pytest.raises(UnknownTopicOrPartitionError):
+            cleaner_status(files, "nope", now)

@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.cleaner.cleaner import Cleaner
 from compactlog.cleaner.offset_map import CompactOffsetMap, OffsetMap, SkimpyOffsetMap
 from compactlog.cleaner.reads import CleanerBuffers, kafka_chunks

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.cleaner import cleaner as cleaner_module
 from tests.conftest import ManualClock
 from tests.managed import manager_of, open_managed

@@ -11,7 +11,6 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.records import RecordBatch
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock

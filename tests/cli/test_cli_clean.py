@@ -15,6 +15,7 @@ from compactlog.cli import common
 from compactlog.cli.main import main
 from compactlog.log_manager import LogManager
 from compactlog.storage.config import BrokerConfig
+from compactlog.storage.readonly import ReadOnlyDataDir
 from compactlog.storage.store import Store
 
 TS = 1_700_000_000_000
@@ -133,6 +134,14 @@ class SmallMapLogs(LogManager):
         return LogManager.open(path, clock, small, **kwargs)
 
 
+class SmallMapFiles(ReadOnlyDataDir):
+    """The data directory as cleaner-status and explain read it, with a small dedupe buffer."""
+
+    def __init__(self, path: Any, config: Any = None, now: Any = None) -> None:
+        small = {**(config or {}), "log.cleaner.dedupe.buffer.size": SMALL_BUFFER}
+        super().__init__(path, small, now)
+
+
 def test_clean_topic_until_clean_takes_several_rounds(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -146,6 +155,7 @@ def test_clean_topic_until_clean_takes_several_rounds(
             store.append("big", 0, [(b"k%d" % i, b"v") for i in keys], timestamp=TS)
         store.roll("big", 0)
     monkeypatch.setattr(common, "LogManager", SmallMapLogs)
+    monkeypatch.setattr(common, "ReadOnlyDataDir", SmallMapFiles)
 
     status = status_json(cli, "big", "--now", str(TS))["partitions"][0]
     assert status["passes_needed"] == 2 and status["next_map_end_offset"] == per_pass
@@ -325,3 +335,39 @@ def test_explain_binary_key_and_partition_option(cli: Cli) -> None:
     missing = cli.ok("explain", "t", "00ff", "--key-hex", "-p", str(other)).stdout
     assert f"partition {other} (--partition)" in missing
     assert missing.splitlines()[-1] == f"No record of key \\x00\\xff in t-{other}."
+
+
+def _tree(path: Any) -> dict[str, tuple[int, int, bytes]]:
+    """Every file under ``path`` with its size, mtime and bytes."""
+    import os
+
+    found = {}
+    for root, _, names in os.walk(path):
+        for name in names:
+            full = os.path.join(root, name)
+            stat = os.stat(full)
+            with open(full, "rb") as f:
+                found[os.path.relpath(full, path)] = (stat.st_size, stat.st_mtime_ns, f.read())
+    return found
+
+
+def test_cleaner_status_and_explain_read_a_directory_a_broker_holds_and_change_nothing(
+    cli: Cli,
+) -> None:
+    seed(cli)
+    before = _tree(cli.data_dir)
+    with LogManager.open(cli.data_dir) as logs:  # holds the directory's lock, as a broker does
+        logs.store.log("fruit-prices", 0)
+        held = _tree(cli.data_dir)
+        status = status_json(cli, "fruit-prices", "--now", str(TS))["partitions"][0]
+        assert status["first_dirty_offset"] == 0 and status["dirty_ratio"] > 0
+        explained = json.loads(cli.ok("explain", "fruit-prices", "grape", "--json").stdout)
+        assert explained["records"], explained
+        assert _tree(cli.data_dir) == held  # nothing written while the broker holds it
+    with Store.open(cli.data_dir):
+        pass
+    after_close = _tree(cli.data_dir)
+    status_json(cli, "fruit-prices")
+    cli.ok("explain", "fruit-prices", "grape")
+    assert _tree(cli.data_dir) == after_close
+    assert set(after_close) == set(before)

@@ -41,7 +41,6 @@ from pathlib import Path
 
 import pytest
 
-import compactlog  # noqa: F401 - installs the cleaner
 from tests.kafka.differential import (
     Differential,
     Producer,

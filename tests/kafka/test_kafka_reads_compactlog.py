@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 
-import compactlog  # noqa: F401 - installs the cleaner
 from compactlog.records import build_batch
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock

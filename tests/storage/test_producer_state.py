@@ -687,7 +687,6 @@ def test_delete_records_moves_the_state_offsets(
 def test_cleaning_deletes_the_snapshots_of_the_segments_it_merges(
     open_store: StoreFactory, clock: ManualClock
 ) -> None:
-    import compactlog  # noqa: F401 - installs the cleaner
 
     store = new_store(
         open_store, cleanup_policy="compact", file_delete_delay_ms=1000, segment_bytes=100_000

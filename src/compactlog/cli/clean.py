@@ -31,6 +31,7 @@ from compactlog.cli.common import (
     EXIT_USAGE,
     CliError,
     check_topic_name,
+    open_files,
     open_logs,
 )
 from compactlog.log_manager import LogManager
@@ -374,9 +375,9 @@ def cleaner_status_command(
     Exit codes: 0 success, 2 bad option or topic name, 3 unknown topic or a storage or data
     error.
     """
-    with open_logs(ctx) as logs:
-        at = logs.store.clock() if now is None else now
-        statuses = cleaner_status(logs.cleaner, topic, at)
+    with open_files(ctx) as files:
+        at = files.clock() if now is None else now
+        statuses = cleaner_status(files, topic, at)
     if as_json:
         doc = {"now": at, "partitions": [_status_json(s) for s in statuses]}
         click.echo(json.dumps(doc))
@@ -457,13 +458,12 @@ def explain(
     key, 3 unknown topic or partition, or a storage or data error.
     """
     raw_key = _key_argument(key, key_hex)
-    with open_logs(ctx) as logs:
-        store = logs.store
-        at = store.clock() if now is None else now
-        count = store.partitions(topic)
-        chosen = key_partition(store, topic, raw_key) if partition is None else partition
-        pending = next_cleaning_range(logs.cleaner, topic, chosen, at)
-        records = explain_key(logs.cleaner, topic, raw_key, chosen, at)
+    with open_files(ctx) as files:
+        at = files.clock() if now is None else now
+        count = files.partitions(topic)
+        chosen = key_partition(files, topic, raw_key) if partition is None else partition
+        pending = next_cleaning_range(files, topic, chosen, at)
+        records = explain_key(files, topic, raw_key, chosen, at)
     source = (
         "--partition"
         if partition is not None

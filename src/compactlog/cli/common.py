@@ -20,6 +20,7 @@ from compactlog.errors import (
     UnsupportedFileError,
 )
 from compactlog.log_manager import LogManager
+from compactlog.storage.readonly import ReadOnlyDataDir
 from compactlog.storage.store import Store
 from compactlog.storage.topic_names import validate_topic_name
 
@@ -137,6 +138,11 @@ def open_store(
 ) -> contextlib.AbstractContextManager[Store]:
     """The store of ``--data-dir``, closed (cleanly) when the command ends."""
     return _opened(_data_dir(ctx, create), Store.open)
+
+
+def open_files(ctx: click.Context) -> contextlib.AbstractContextManager[ReadOnlyDataDir]:
+    """``--data-dir`` opened to look at: no lock, nothing written (a broker may hold it)."""
+    return _opened(_data_dir(ctx, False), ReadOnlyDataDir)
 
 
 def open_logs(ctx: click.Context) -> contextlib.AbstractContextManager[LogManager]:

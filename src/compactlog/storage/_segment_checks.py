@@ -11,7 +11,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Final
 
-from compactlog.storage._readonly import (
+from compactlog.storage._file_checks import (
     _crc_problem,
     _header_problem,
     _ReadOnlyFile,
@@ -178,7 +178,7 @@ def _check_length_and_zero_tail(
 ) -> list[tuple[int, int]]:
     """The checks both index kinds share: the file holds a whole number of entries, and no
     zero entries at its end (``zero_entries`` more after ``entries``, as
-    :func:`~compactlog.storage._readonly._read_index_entries` counts them; reported in
+    :func:`~compactlog.storage._file_checks._read_index_entries` counts them; reported in
     ``zero_tail`` instead when it is a list: a crashed writer's pre-allocated space). Returns
     the entries before the zero tail, the ones to check further."""
     if length % entry_size:

@@ -30,7 +30,7 @@ from compactlog.records import (
     decode_control_key,
     decode_end_txn_marker,
 )
-from compactlog.storage._readonly import (
+from compactlog.storage._file_checks import (
     _OFFSET_ENTRY,
     _STATE_SUFFIXES,
     _TIME_ENTRY,

@@ -44,7 +44,7 @@ rebuilds that segment's indexes anyway), as long as the entries before it pass e
 
 The segment and index checks live in :mod:`compactlog.storage._segment_checks`, where
 ``dump-log`` uses them too; the read-only file access and the batch walk in
-:mod:`compactlog.storage._readonly`.
+:mod:`compactlog.storage._file_checks`.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from compactlog.errors import CompactlogError, MalformedCheckpointError, StorageError
-from compactlog.storage._readonly import (
+from compactlog.storage._file_checks import (
     _OFFSET_ENTRY,
     _SEGMENT_FILE,
     _STATE_SUFFIXES,

@@ -1,6 +1,6 @@
-"""Read-only file access shared by ``dump-log`` and ``verify``: a file opened ``O_RDONLY``,
-the walk over the batches of a ``.log`` file with Kafka's framing rules, and the entries of
-index files.
+"""What ``dump-log`` and ``verify`` share: a file opened ``O_RDONLY``, the one batch walk
+(:func:`~compactlog.storage.file_records.iter_file_batches`) with its stop recorded, the CRC and
+header checks of a batch, and the entries of index files.
 
 Nothing here writes, renames or locks, so inspection works on a read-only copy and leaves a
 damaged data directory as it is on disk.

@@ -26,7 +26,6 @@ from tests.broker.helpers.store import (
     stored,
     stored_batches,
 )
-from tests.managed import manager_of
 
 pytestmark = [
     pytest.mark.broker,
@@ -59,7 +58,10 @@ def build_cleaned_topic(broker: Any) -> dict[bytes, bytes]:
     if INSTALLED["kcat"]:
         send("kcat", [(b"k1", b"kcat-k1")], None)
 
-    on_broker(broker, lambda store: (store.roll(TOPIC, 0), manager_of(store).clean_log(TOPIC, 0)))
+    on_broker(
+        broker,
+        lambda store: (store.roll(TOPIC, 0), broker.broker.log_manager.clean_log(TOPIC, 0)),
+    )
     return latest
 
 

@@ -97,7 +97,10 @@ def test_script_output_matches_report_on_a_client_cleaned_topic(broker: Any) -> 
             "-K:",
             input=b"".join(b"k%d:v%d-%d\n" % (k, i, k) for k in keys),
         )
-    on_broker(broker, lambda store: (store.roll(TOPIC, 0), manager_of(store).clean_log(TOPIC, 0)))
+    on_broker(
+        broker,
+        lambda store: (store.roll(TOPIC, 0), broker.broker.log_manager.clean_log(TOPIC, 0)),
+    )
     removed, after, timestamp = on_broker(broker, expected_gap)
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(timestamp // 1000))
     assert run_script(broker.bootstrap) == (

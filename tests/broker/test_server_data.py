@@ -32,7 +32,6 @@ from tests.broker.test_server_basics import (
     running_broker,
     start_broker,
 )
-from tests.managed import manager_of
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(60)]
 
@@ -317,11 +316,11 @@ def test_fetch_on_a_compacted_log_returns_whole_batches_from_the_one_holding_the
     produce(client, "cc", 0, batch([(b"a", b"1"), (b"b", b"1"), (b"a", b"2")]))  # 0-2
     produce(client, "cc", 0, batch([(b"b", b"2"), (b"c", b"1")], Compression.GZIP))  # 3-4
     produce(client, "cc", 0, batch([(b"c", b"2")]))  # 5
-    store = server.broker.store
-    assert store is not None
+    store, logs = server.broker.store, server.broker.log_manager
+    assert store is not None and logs is not None
     server.call(lambda: store.roll("cc", 0))
     produce(client, "cc", 0, batch([(b"d", b"1")]))  # 6, in the active segment
-    server.call(lambda: manager_of(store).clean_log("cc", 0))
+    server.call(lambda: logs.clean_log("cc", 0))
     whole = fetch(client, "cc", 0, 0)
     headers = [(b.base_offset, b.last_offset) for b in iter_batches(whole.records)]
     assert headers == [(0, 2), (3, 4), (5, 5), (6, 6)]  # batch boundaries survive cleaning
@@ -521,10 +520,10 @@ def test_producer_state_survives_cleaning_and_a_restart(tmp_path: Path) -> None:
             producer_id = _init_producer_id(conn).producer_id
             assert produce(conn, "ps", 0, idempotent(producer_id, 0, b"a")).base_offset == 0
             assert produce(conn, "ps", 0, idempotent(producer_id, 1, b"a")).base_offset == 1
-        store = broker.broker.store
-        assert store is not None
+        store, logs = broker.broker.store, broker.broker.log_manager
+        assert store is not None and logs is not None
         broker.call(lambda: store.roll("ps", 0))
-        broker.call(lambda: manager_of(store).clean_log("ps", 0))
+        broker.call(lambda: logs.clean_log("ps", 0))
     finally:
         broker.stop()
     broker = start_broker(data_dir)

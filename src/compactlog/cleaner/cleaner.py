@@ -58,7 +58,6 @@ in :func:`.rules.filter_batch` defines and a differential test holds the bulk pa
 from __future__ import annotations
 
 import logging
-import struct
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -93,14 +92,13 @@ from compactlog.cleaner.rules import (
 from compactlog.cleaner.stats import CleanerStats
 from compactlog.cleaner.throttler import Throttler
 from compactlog.records import RecordColumns, read_header
-from compactlog.records.batch_header import CRC_OFFSET, compute_crc
+from compactlog.records.batch_header import CRC_OFFSET, CRC_STRUCT, compute_crc
 from compactlog.storage.log import Log
 from compactlog.storage.segment import AppendedBatches, LogSegment
 
 logger = logging.getLogger("compactlog.cleaner")
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
-_CRC = struct.Struct(">I")
 _EMPTY_OUT = np.empty(0, np.uint8)
 
 
@@ -625,7 +623,7 @@ class Cleaner:
         out_view = out.data
         for b in np.flatnonzero(action == _rk.A_REBUILT).tolist():
             o, e = int(res[b, _rk.R_OUT_START]), int(res[b, _rk.R_OUT_END])
-            _CRC.pack_into(out_view, o + CRC_OFFSET, compute_crc(out_view, o, e - o))
+            CRC_STRUCT.pack_into(out_view, o + CRC_OFFSET, compute_crc(out_view, o, e - o))
 
         callers = np.flatnonzero(~by_kernel).tolist()
         if not callers:

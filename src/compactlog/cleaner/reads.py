@@ -18,10 +18,9 @@ import numpy as np
 from compactlog.cleaner import _rebuild_kernel as _rk
 from compactlog.errors import CompactlogError, CorruptRecordError
 from compactlog.records import LOG_OVERHEAD, RecordColumns, decode_columns
-from compactlog.records.batch_header import CONTROL_FLAG_MASK, CRC_OFFSET, compute_crc
+from compactlog.records.batch_header import CONTROL_FLAG_MASK, CRC_OFFSET, CRC_STRUCT, compute_crc
 
 _LENGTH = struct.Struct(">i")
-_CRC = struct.Struct(">I")
 _BASE_OFFSET = struct.Struct(">q")
 
 
@@ -129,7 +128,7 @@ def verify_crcs(view: memoryview, start: int, end: int, path: str) -> None:
     while p < end:
         (length,) = _LENGTH.unpack_from(view, p + 8)
         size = length + LOG_OVERHEAD
-        (stored,) = _CRC.unpack_from(view, p + CRC_OFFSET)
+        (stored,) = CRC_STRUCT.unpack_from(view, p + CRC_OFFSET)
         computed = compute_crc(view, p, size)
         if computed != stored:
             (base_offset,) = _BASE_OFFSET.unpack_from(view, p)

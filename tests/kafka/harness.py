@@ -32,12 +32,12 @@ import signal
 import socket
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from compactlog.storage.checkpoint import parse_checkpoint
+from compactlog.storage.kraft_metadata import random_uuid
 
 #: The Kafka release the tier runs; tests/kafka/pom.xml pins the same one.
 KAFKA_VERSION = "4.4.0"
@@ -307,11 +307,6 @@ def free_port() -> int:
         return port
 
 
-def new_cluster_id() -> str:
-    """A Kafka cluster id: a random UUID in URL-safe base64 without padding (22 characters)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
 class KafkaBroker:
     """One real Kafka broker (KRaft, combined broker and controller) on 127.0.0.1.
 
@@ -340,7 +335,7 @@ class KafkaBroker:
         self.process: subprocess.Popen[bytes] | None = None
         self.server_log = self.workdir / "server.log"
         self.cleaner_log = self.workdir / "log-cleaner.log"
-        self.cluster_id = new_cluster_id()
+        self.cluster_id = random_uuid()
 
     # -- configuration ----------------------------------------------------------------------
     @property

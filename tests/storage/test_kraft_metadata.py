@@ -8,13 +8,19 @@ broker's log directory) is tests/kafka/test_compactlog_reads_kafka.py.
 from __future__ import annotations
 
 import base64
+import uuid
 from pathlib import Path
 
 import pytest
 
 from compactlog.errors import CorruptRecordError, StorageError
 from compactlog.records.varint import encode_unsigned_varint
-from compactlog.storage.kraft_metadata import METADATA_DIR, read_kraft_metadata, render_uuid
+from compactlog.storage.kraft_metadata import (
+    METADATA_DIR,
+    random_uuid,
+    read_kraft_metadata,
+    render_uuid,
+)
 from tests.storage.kraft_helpers import (
     ABORT,
     BEGIN,
@@ -166,3 +172,19 @@ def test_undecodable_records_are_corrupt(tmp_path: Path, value: bytes, match: st
     MetadataLog(tmp_path).append([value])
     with pytest.raises(CorruptRecordError, match=match):
         read_kraft_metadata(str(tmp_path))
+
+
+def test_random_uuid_redraws_ids_a_command_line_would_read_as_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kafka's ``Uuid.randomUuid`` never hands out an id with a ``-`` in it (``kafka-storage
+    format -t -Xk...`` fails: the id reads as an option) nor a reserved one (zero, one)."""
+    dash_first = uuid.UUID(bytes=b"\xfb" + bytes(15))
+    assert render_uuid(dash_first.bytes).startswith("-")
+    dash_inside = uuid.UUID(bytes=bytes(3) + b"\xfb" + bytes(12))
+    assert "-" in render_uuid(dash_inside.bytes)
+    reserved = [uuid.UUID(int=0), uuid.UUID(int=1)]
+    good = uuid.UUID(bytes=bytes(range(1, 17)))
+    draws = iter([dash_first, dash_inside, *reserved, good])
+    monkeypatch.setattr(uuid, "uuid4", lambda: next(draws))
+    assert random_uuid() == render_uuid(good.bytes)

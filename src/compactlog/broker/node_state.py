@@ -17,14 +17,13 @@ filesystem seam.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
-import uuid
 
 from compactlog.errors import ConfigError, StorageError
 from compactlog.storage.fs import FileSystem, write_file_atomically
+from compactlog.storage.kraft_metadata import random_uuid
 from compactlog.storage.store import Store
 
 __all__ = [
@@ -45,11 +44,6 @@ PRODUCER_IDS_FILE = "compactlog-producer-ids.json"
 NODE_ID = 0
 #: Producer ids per persisted block (Kafka's ``ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE``).
 PRODUCER_ID_BLOCK_SIZE = 1000
-
-
-def _new_cluster_id() -> str:
-    """A random id rendered as Kafka renders ``Uuid``: URL-safe base64 of 16 bytes, no padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def _parse_properties(text: str) -> dict[str, str]:
@@ -88,7 +82,7 @@ def load_cluster_id(store: Store, node_id: int = NODE_ID) -> str:
         if cluster_id:
             return cluster_id
         logger.warning("%s has no cluster.id; writing a new one", path)
-    cluster_id = _new_cluster_id()
+    cluster_id = random_uuid()
     text = f"#\n#Written by compactlog\ncluster.id={cluster_id}\nnode.id={node_id}\nversion=1\n"
     write_file_atomically(fs, path, text.encode())
     return cluster_id

@@ -58,6 +58,7 @@ import base64
 import os
 import re
 import struct
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -99,6 +100,24 @@ _UUID_SIZE: Final = 16
 def render_uuid(raw: bytes) -> str:
     """A 16-byte UUID as Kafka renders ``Uuid``: URL-safe base64 without padding."""
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+#: The ids Kafka's ``Uuid.randomUuid`` never hands out: zero and one (the metadata topic's id).
+_RESERVED_UUIDS: Final = frozenset({bytes(16), bytes(15) + b"\x01"})
+
+
+def random_uuid() -> str:
+    """A new cluster or topic id, drawn as Kafka's ``Uuid.randomUuid`` draws one.
+
+    Kafka redraws until the rendering has no ``-``: an id such as ``-Xk...`` given to a
+    command-line tool (``kafka-storage format -t``) would be read as an option. It also skips the
+    reserved ids.
+    """
+    while True:
+        raw = uuid.uuid4().bytes
+        text = render_uuid(raw)
+        if "-" not in text and raw not in _RESERVED_UUIDS:
+            return text
 
 
 @dataclass(frozen=True)

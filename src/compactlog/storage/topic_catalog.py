@@ -54,11 +54,9 @@ Theory of operation of :func:`load_catalog`, run by every :meth:`Store.open
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
-import uuid
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
@@ -78,6 +76,7 @@ from compactlog.storage.kraft_metadata import (
     KraftMetadata,
     KraftTopic,
     has_metadata_log,
+    random_uuid,
     read_kraft_metadata,
 )
 from compactlog.storage.topic_names import (
@@ -107,8 +106,8 @@ class TopicInfo(NamedTuple):
 
 
 def new_topic_id() -> str:
-    """A random topic id rendered as Kafka renders ``Uuid``: URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A random topic id, drawn and rendered as Kafka draws and renders ``Uuid``."""
+    return random_uuid()
 
 
 def partition_metadata_text(topic_id: str) -> bytes:

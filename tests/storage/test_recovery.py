@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from compactlog.storage.datadir import CLEAN_SHUTDOWN_FILE
+from compactlog.storage.fs import OsFileSystem
+from compactlog.storage.quarantine import QuarantinedRange, list_quarantined
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
 
@@ -95,15 +97,22 @@ def test_torn_tail_is_truncated_and_appends_continue(
     assert bases[0] == 0
 
 
+def quarantined(tmp_path: Path, topic: str = "t") -> list[QuarantinedRange]:
+    return list_quarantined(OsFileSystem(), str(seg_dir(tmp_path, topic)))
+
+
 @pytest.mark.parametrize("seed", range(100))
 def test_r3_garbage_tail(open_store: StoreFactory, tmp_path: Path, seed: int) -> None:
-    """R3: overwrite from a random batch (+0-15 bytes) to the end with random bytes."""
+    """R3: overwrite from a random batch (+0-15 bytes) to the end of its segment with random
+    bytes. The cut bytes go to quarantine first; every later segment is kept (salvage)."""
     rng = random.Random(seed)
     store = open_store()
     store.create_topic("t", 1, {"segment.bytes": 4000})
     bases = fill(store, rng.randint(20, 200), rng=rng)
     segments = store.segments("t", 0)
     log = store.log("t", 0)
+    end = log.log_end_offset
+    by_offset = {r.offset: r.value for r in store.read("t", 0)}
     positions = []  # (segment index, position, base offset) of every batch
     for i, seg in enumerate(log.segments()):
         for batch in seg.batches():
@@ -116,20 +125,29 @@ def test_r3_garbage_tail(open_store: StoreFactory, tmp_path: Path, seed: int) ->
     garbage = bytes(rng.getrandbits(8) for _ in range(max(len(data) - cut, 1)))
     if cut == position and garbage[8:12] == data[position + 8 : position + 12]:
         garbage = bytes([garbage[0] ^ 1]) + garbage[1:]
-    path.write_bytes(data[:cut] + garbage)
-    # every later segment is unflushed data of the same crash
+    damaged = data[:cut] + garbage
+    path.write_bytes(damaged)
+    segment_end = segments[seg_i + 1].base_offset if seg_i + 1 < len(segments) else end
     again = open_store()
     stats = again.load_stats[("t", 0)]
-    assert again.log_end_offset("t", 0) == base, f"seed {seed}"
+    last = seg_i == len(segments) - 1
+    assert again.log_end_offset("t", 0) == (base if last else end), f"seed {seed}"
     assert [s.base_offset for s in again.segments("t", 0)] == [
-        s.base_offset for s in segments[: seg_i + 1]
+        s.base_offset for s in segments
     ], f"seed {seed}"
-    assert stats.bytes_truncated > 0, f"seed {seed}"
-    assert again.append("t", 0, [(b"k", b"after")]) == base, f"seed {seed}"
+    assert stats.bytes_truncated == len(damaged) - position, f"seed {seed}"
+    [kept] = quarantined(tmp_path)
+    assert Path(kept.path).read_bytes() == damaged[position:], f"seed {seed}"
+    assert (kept.start, kept.first_offset) == (position, base), f"seed {seed}"
+    survivors = {o: v for o, v in by_offset.items() if not base <= o < segment_end}
+    assert {r.offset: r.value for r in again.read("t", 0)} == survivors, f"seed {seed}"
+    leo = again.log_end_offset("t", 0)
+    assert again.append("t", 0, [(b"k", b"after")]) == leo, f"seed {seed}"
+    assert [r.value for r in again.read("t", 0, leo)] == [b"after"]
     assert base in bases
 
 
-def test_bit_flip_above_the_recovery_point_truncates_there(
+def test_bit_flip_above_the_recovery_point_is_cut_and_later_batches_kept(
     open_store: StoreFactory, tmp_path: Path
 ) -> None:
     store = open_store()
@@ -138,16 +156,23 @@ def test_bit_flip_above_the_recovery_point_truncates_there(
     store.flush()
     fill(store, 10)
     log = store.log("t", 0)
+    end = log.log_end_offset
     batches = list(log.active_segment.batches())
     victim = batches[15]
+    lost = range(victim.header.base_offset, victim.header.next_offset)
+    expected = {r.offset: r.value for r in store.read("t", 0) if r.offset not in lost}
     store.abandon()
     path = seg_dir(tmp_path) / "00000000000000000000.log"
     data = bytearray(path.read_bytes())
     data[victim.position + 40] ^= 0x10  # inside the CRC-covered header (max timestamp)
     path.write_bytes(bytes(data))
     again = open_store()
-    assert again.log_end_offset("t", 0) == victim.header.base_offset
-    assert again.load_stats[("t", 0)].bytes_truncated == len(data) - victim.position
+    assert again.log_end_offset("t", 0) == end
+    assert again.load_stats[("t", 0)].bytes_truncated == len(victim.data)
+    assert {r.offset: r.value for r in again.read("t", 0)} == expected
+    [kept] = quarantined(tmp_path)
+    assert Path(kept.path).read_bytes() == bytes(data[victim.position :][: len(victim.data)])
+    assert kept.offsets == f"{lost.start}..{lost.stop - 1}"
 
 
 def test_bit_flip_below_the_recovery_point_is_not_recovered_but_never_served(

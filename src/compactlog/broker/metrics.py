@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 
 from compactlog.broker.limits import METRICS_REQUEST_MAX_BYTES, METRICS_REQUEST_TIMEOUT_S
 from compactlog.log_manager import LogManager
+from compactlog.storage.quarantine import list_quarantined
 
 __all__ = ["CONTENT_TYPE", "BrokerMetrics", "MetricsServer", "prometheus_name", "render"]
 
@@ -191,6 +192,22 @@ def _render_logs(w: _Writer, manager: LogManager) -> None:
             help_text,
             (({"topic": t, "partition": p}, read(log)) for (t, p), log in logs),
         )
+    quarantined = {(t, p): list_quarantined(manager.store.fs, log.dir) for (t, p), log in logs}
+    w.metric(
+        "compactlog_log_quarantined_ranges",
+        "gauge",
+        "Damaged byte ranges of the partition kept in quarantine files (compactlog quarantine).",
+        (({"topic": t, "partition": p}, len(q)) for (t, p), q in quarantined.items()),
+    )
+    w.metric(
+        "compactlog_log_quarantined_bytes",
+        "gauge",
+        "Bytes of the partition's quarantine files.",
+        (
+            ({"topic": t, "partition": p}, sum(r.size for r in q))
+            for (t, p), q in quarantined.items()
+        ),
+    )
     cleaner = manager.cleaner
     manager_names = set(cleaner.manager.gauges())
     for gauge, value in sorted(cleaner.gauges().items()):

@@ -29,6 +29,7 @@ from compactlog.cli.common import (
     state,
 )
 from compactlog.cli.consume import consume
+from compactlog.cli.damage import quarantine, salvage
 from compactlog.cli.files import dump_log, log_dirs, verify
 from compactlog.cli.produce import produce
 from compactlog.cli.serve import serve
@@ -175,6 +176,8 @@ def main(ctx: click.Context, data_dir: str | None, verbose: bool) -> None:
 for command in (topics, configs, produce, consume, dump_log, log_dirs, verify):
     main.add_command(command)
 for command in (clean, cleaner_status_command, explain, spark_group, serve):
+    main.add_command(command)
+for command in (salvage, quarantine):
     main.add_command(command)
 
 

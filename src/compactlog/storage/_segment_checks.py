@@ -19,7 +19,7 @@ from compactlog.storage._file_checks import (
 )
 from compactlog.storage.file_records import WalkEnd
 from compactlog.storage.index import OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE
-from compactlog.storage.segment import MAX_RELATIVE_OFFSET
+from compactlog.storage.salvage import MAX_RELATIVE_OFFSET
 
 #: Problems reported per file before the rest are only counted (a zero-filled 10 MiB index has
 #: 1.3 million bad entries; one line per entry helps nobody).

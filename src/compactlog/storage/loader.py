@@ -13,15 +13,25 @@ Theory of operation, in the order the steps run:
    (the cleaned segments kept), never with both or neither. Beyond Kafka, a ``<base>.swaprange``
    file written before the swap widens that range to the whole group it replaces, so originals
    whose records were all compacted away (beyond the new segment's last offset) go too.
-3. **Segments.** Index files without a ``.log`` are orphans and removed. Each ``.log`` is opened.
-   A missing or damaged index (checked by :meth:`OffsetIndex.check`/:meth:`TimeIndex.check`: a
-   length that is not whole entries, entries out of order or past the log) is rebuilt from the
-   log. Kafka only rebuilds missing indexes here; checking the others too costs one pass over
-   entries already in memory and means a damaged index can never send a reader to a wrong place.
+3. **Segments.** Index files without a ``.log`` are orphans and removed. Each ``.log`` is opened
+   and checked cheaply: its indexes (:meth:`OffsetIndex.check`/:meth:`TimeIndex.check`: a
+   length that is not whole entries, entries out of order or past the log; the last entries
+   must point at real batches) and its tail (the batches after the last index entry must end
+   exactly at the file's end). Kafka only rebuilds missing indexes here and trusts the rest
+   after a clean shutdown. A segment that fails a check is re-read whole
+   (:meth:`LogSegment.rebuild_indexes`) and its indexes rebuilt over its valid batches. Damage
+   found that way is never cut from a sealed segment after a clean shutdown: the bytes stay
+   where they are, readers that reach them get an error naming the file and position, the
+   cleaner leaves the partition alone, and the WARN says to run ``compactlog salvage``. The
+   active segment's damaged tail is quarantined and cut (appends must not land behind
+   garbage), and a tail of zeros (pre-allocated space) is cut without a copy.
 4. **Recovery** after an unclean stop (no ``.kafka_cleanshutdown`` marker): from the segment
-   holding the recovery point to the end, every batch is re-checked (framing, CRC, offsets); the
-   first segment that had to be truncated loses everything after the truncation point, and all
-   later segments are deleted.
+   holding the recovery point to the end, every batch is re-checked (framing, CRC, offsets).
+   Kafka truncates at the first invalid batch and deletes every later segment, because a
+   replica re-fetches them; a single node has no replica, so compactlog *salvages*: each damaged
+   range is first copied to a quarantine file (:mod:`.quarantine`, fsynced), then cut, and every
+   valid batch after it, in that segment and in the later ones, is kept with its offsets (an
+   offset gap remains, as after compaction).
 5. **Offsets.** If the data ends below the checkpointed log start offset, every segment goes (the
    data was lost, and the producer snapshots with it); a log with no segment gets an empty one at
    the log start offset. The log start offset is ``max(checkpoint, first segment base)``; the
@@ -50,11 +60,14 @@ from compactlog.storage.fs import FileSystem
 from compactlog.storage.local_log import LocalLog, segment_settings
 from compactlog.storage.log import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Log
 from compactlog.storage.producer_state import ProducerStateManager, rebuild_producer_state
+from compactlog.storage.quarantine import QuarantinedRange, quarantine_range
+from compactlog.storage.salvage import DamagedRange
 from compactlog.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SALVAGED_SUFFIX,
     SNAPSHOT_SUFFIX,
     SWAP_RANGE_SUFFIX,
     SWAP_SUFFIX,
@@ -83,6 +96,10 @@ class LoadStats:
     temporaries_removed: int = 0
     swaps_completed: int = 0
     messages: list[str] = field(default_factory=list)
+    #: Damaged ranges copied to quarantine files (and then cut from their segment).
+    quarantined: list[QuarantinedRange] = field(default_factory=list)
+    #: Damaged ranges left in place in sealed segments after a clean shutdown: (file, range).
+    damaged_in_place: list[tuple[str, DamagedRange]] = field(default_factory=list)
 
 
 def _starts_with_offset(name: str) -> bool:
@@ -110,7 +127,7 @@ def _remove_temporaries_and_complete_swaps(
                 ranges[offset_from_filename(name)] = int(fs.read_file(path).decode().strip())
             fs.remove(path)
             continue
-        if name.endswith(DELETED_SUFFIX):
+        if name.endswith((DELETED_SUFFIX, SALVAGED_SUFFIX)):
             fs.remove(path)
             stats.temporaries_removed += 1
         elif name.endswith(CLEANED_SUFFIX):
@@ -222,24 +239,99 @@ def _open_segments(
         segment = LogSegment(
             fs, directory, base, settings, now_ms=now_ms, roll_jitter_ms=jitter, create=False
         )
-        segment.load_indexes()
-        damaged = index_missing
-        if not damaged and base < first_recovered:
-            try:
-                segment.offset_index.check(segment.size)
-                segment.time_index.check(2**63 - 1)
-                _check_last_index_entry(segment)
-            except CorruptIndexError as exc:
-                logger.warning("rebuilding the indexes of %s: %s", segment.log_path, exc)
-                stats.messages.append(str(exc))
-                damaged = True
-        if damaged:
-            stats.indexes_rebuilt += 1
-            truncated = segment.recover()
-            stats.bytes_truncated += truncated
         segments.append(segment)
         stats.segments_loaded += 1
+        segment.load_indexes()
+        if base >= first_recovered:
+            continue  # recovery re-reads it whole
+        problem = "the offset index is missing" if index_missing else _cheap_check(segment)
+        if problem is None:
+            continue
+        logger.warning("%s: rebuilding the indexes from the log: %s", segment.log_path, problem)
+        stats.messages.append(f"{segment.log_path}: {problem}")
+        stats.indexes_rebuilt += 1
+        damaged = segment.rebuild_indexes()
+        if not damaged:
+            continue
+        if base == bases[-1]:
+            # The active segment: appends must not land behind damage at its tail.
+            tail = [d for d in damaged if d.tail]
+            _quarantine_and_cut(segment, tail, now_ms, stats)
+            damaged = [d for d in damaged if not d.tail]
+        else:
+            zeros = [d for d in damaged if d.tail and d.zeros]
+            _quarantine_and_cut(segment, zeros, now_ms, stats)
+            damaged = [d for d in damaged if not (d.tail and d.zeros)]
+        for d in damaged:
+            stats.damaged_in_place.append((segment.log_path, d))
+            logger.warning(
+                "%s: bytes %d..%d are damaged (%s; offsets from %d%s); they are kept in place "
+                "after this clean shutdown: reads that reach them fail, the cleaner skips this "
+                "partition, and `compactlog salvage` moves them to quarantine and keeps every "
+                "valid batch",
+                segment.log_path,
+                d.start,
+                d.end,
+                d.reason,
+                d.first_offset,
+                "" if d.next_valid_offset is None else f" to {d.next_valid_offset - 1}",
+            )
     return segments
+
+
+def _cheap_check(segment: LogSegment) -> str | None:
+    """What is wrong with a segment, as far as its indexes and its tail show (None: nothing)."""
+    try:
+        segment.offset_index.check(segment.size)
+        segment.time_index.check(2**63 - 1)
+        _check_last_index_entry(segment)
+        _check_tail(segment)
+    except CorruptIndexError as exc:
+        return str(exc)
+    return None
+
+
+def _check_tail(segment: LogSegment) -> None:
+    """The batches after the last offset-index entry must end exactly at the file's end."""
+    last_indexed, _ = segment.offset_index.last_entry()
+    try:
+        for _ in segment.batches(segment.indexed_position(last_indexed)):
+            pass
+    except CompactlogError as exc:
+        raise CorruptIndexError(f"{segment.log_path}: the tail is damaged: {exc}") from exc
+
+
+def _quarantine_and_cut(
+    segment: LogSegment, damaged: list[DamagedRange], now_ms: int, stats: LoadStats
+) -> None:
+    """Copy every damaged range that holds written bytes to quarantine, then cut them all."""
+    if not damaged:
+        return
+    for d in damaged:
+        if d.zeros:
+            logger.info(
+                "%s: dropping %d zero bytes at %d..%d (pre-allocated or never written)",
+                segment.log_path,
+                d.size,
+                d.start,
+                d.end,
+            )
+            continue
+        kept = quarantine_range(segment.fs, segment.log, segment.log_path, d, now_ms)
+        stats.quarantined.append(kept)
+        logger.warning(
+            "%s: bytes %d..%d are damaged (%s); offsets %s; copied to %s and cut from the "
+            "segment; every valid batch after them is kept",
+            segment.log_path,
+            d.start,
+            d.end,
+            d.reason,
+            kept.offsets,
+            kept.path,
+        )
+    cut = segment.cut_damage(damaged)
+    stats.bytes_truncated += cut
+    stats.messages.append(f"cut {cut} damaged bytes from {segment.log_path}")
 
 
 def _check_last_index_entry(segment: LogSegment) -> None:
@@ -319,7 +411,7 @@ def load_log(
     opened = segments
     try:
         if segments and not had_clean_shutdown:
-            _recover_unflushed(segments, recovery, stats)
+            _recover_unflushed(segments, recovery, now, stats)
 
         data_lost = (
             bool(segments)
@@ -388,23 +480,14 @@ def load_log(
         raise
 
 
-def _recover_unflushed(segments: list[LogSegment], recovery_point: int, stats: LoadStats) -> None:
+def _recover_unflushed(
+    segments: list[LogSegment], recovery_point: int, now_ms: int, stats: LoadStats
+) -> None:
     start = 0
     for i, segment in enumerate(segments):
         if segment.base_offset <= recovery_point:
             start = i
-    i = start
-    while i < len(segments):
-        segment = segments[i]
-        truncated = segment.recover()
+    for segment in segments[start:]:
         stats.segments_recovered += 1
-        if truncated > 0:
-            stats.bytes_truncated += truncated
-            stats.messages.append(f"truncated {truncated} bytes of {segment.log_path}")
-            logger.warning("%s: truncated %d invalid bytes", segment.log_path, truncated)
-            for later in segments[i + 1 :]:
-                later.delete_files()
-                stats.segments_deleted += 1
-            del segments[i + 1 :]
-            return
-        i += 1
+        damaged = segment.rebuild_indexes()
+        _quarantine_and_cut(segment, damaged, now_ms, stats)

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 
 from compactlog.errors import (
     CompactlogError,
+    CorruptRecordError,
     OffsetOutOfRangeError,
     PolicyViolationError,
     RecordBatchTooLargeError,
@@ -368,21 +369,26 @@ class Log:
                 hi = mid - 1
         return lo
 
-    def iter_batches(self, start_offset: int, end_offset: int | None = None) -> Iterator[FileBatch]:
+    def iter_batches(
+        self, start_offset: int, end_offset: int | None = None, *, verify_crc: bool = True
+    ) -> Iterator[FileBatch]:
         """Whole batches from the first one holding an offset >= ``start_offset``.
 
         Reads a snapshot of the segment list: concurrent appends after the call are not seen
-        beyond the log end offset captured at the start.
+        beyond the log end offset captured at the start. Every batch's CRC is checked before it
+        is handed out (``verify_crc=False`` skips that, for callers that check it themselves):
+        a damaged batch raises :class:`~compactlog.errors.CorruptRecordError` naming the file
+        and the position, after every batch before it was yielded.
         """
         self._check_open()
         self._check_read_offset(start_offset)
         segments = self.local_log.segments()
         end = self.log_end_offset
         upper = end if end_offset is None else min(end_offset, end)
-        return self._iter_batches(segments, start_offset, upper)
+        return self._iter_batches(segments, start_offset, upper, verify_crc)
 
     def _iter_batches(
-        self, segments: list[LogSegment], start_offset: int, upper: int
+        self, segments: list[LogSegment], start_offset: int, upper: int, verify_crc: bool
     ) -> Iterator[FileBatch]:
         if start_offset >= upper:
             return
@@ -392,28 +398,37 @@ class Log:
             if segment.base_offset >= upper:
                 return
             if first:
-                batch = segment.translate_offset(start_offset)
+                batch = segment.translate_offset(start_offset, verify_crc=verify_crc)
                 first = False
                 if batch is None:
                     continue
                 position = batch.position
             else:
                 position = 0
-            for batch in segment.batches(position):
+            for batch in segment.batches(position, verify_crc=verify_crc):
                 if batch.header.base_offset >= upper:
                     return
                 yield batch
 
     def read(self, start_offset: int, max_bytes: int, *, min_one_batch: bool = True) -> bytes:
-        """Up to ``max_bytes`` of whole batches from ``start_offset`` (at least one batch)."""
+        """Up to ``max_bytes`` of whole batches from ``start_offset`` (at least one batch).
+
+        A damaged batch ends the read: the batches before it are returned, and a read that
+        starts at it raises :class:`~compactlog.errors.CorruptRecordError` (the broker answers
+        CORRUPT_MESSAGE for that partition only).
+        """
         out: list[memoryview] = []
         total = 0
-        for batch in self.iter_batches(start_offset):
-            size = len(batch.data)
-            if total + size > max_bytes and (total > 0 or not min_one_batch):
-                break
-            out.append(batch.data)
-            total += size
+        try:
+            for batch in self.iter_batches(start_offset):
+                size = len(batch.data)
+                if total + size > max_bytes and (total > 0 or not min_one_batch):
+                    break
+                out.append(batch.data)
+                total += size
+        except CorruptRecordError:
+            if not out:
+                raise
         return b"".join(out)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:

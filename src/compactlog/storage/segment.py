@@ -11,9 +11,16 @@ is never indexed, and a multi-batch append (a cleaned chunk, a producer's reques
 batch by batch. (Kafka 4.0 indexed once per append call, at the append's start; 4.4 is the
 reference here.)
 
-Recovery (:meth:`LogSegment.recover`, spec 1.6) re-reads the file, checks every batch (framing,
-CRC, offset range), rebuilds both indexes with the same rule applied per batch, and truncates the
-file after the last valid batch.
+Recovery (spec 1.6) is in two steps. :meth:`LogSegment.rebuild_indexes` re-reads the file,
+checks every batch (framing, CRC, offset range) and rebuilds both indexes over the valid ones
+with the same rule applied per batch, skipping damaged ranges (see :mod:`.salvage`) and changing
+no byte of the log. :meth:`LogSegment.cut_damage` then removes damaged ranges the caller has
+already quarantined: a tail by truncation, anything else by rewriting the file without them.
+Kafka truncates at the first invalid batch instead; compactlog keeps every valid batch after it.
+
+Reads (:meth:`LogSegment.batches`) are strict: the segment's size counts whole batches only, so
+a batch that is torn or unframed inside it is damage and raises, naming the file and position;
+with ``verify_crc`` every batch's CRC is checked before it is handed out.
 """
 
 from __future__ import annotations
@@ -27,10 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from compactlog.errors import CompactlogError, CorruptRecordError, OffsetOverflowError
-from compactlog.records import is_crc_valid
-from compactlog.storage.file_records import FileBatch, iter_file_batches
+from compactlog.records import compute_crc
+from compactlog.records.batch_header import CRC_STRUCT
+from compactlog.storage.file_records import FileBatch, WalkEnd, iter_file_batches
 from compactlog.storage.fs import FileHandle, FileSystem
 from compactlog.storage.index import OffsetIndex, TimeIndex
+from compactlog.storage.salvage import MAX_RELATIVE_OFFSET, DamagedRange, salvage_walk
 
 #: The header fields an append's bookkeeping reads, in one unpack: baseOffset (at 0),
 #: batchLength (8; it counts the bytes after the first 12), lastOffsetDelta (23), maxTimestamp
@@ -86,7 +95,10 @@ DELETED_SUFFIX = ".deleted"
 # compactlog's own, transient: the offset range a swap replaces (see Log.replace_segments).
 SWAP_RANGE_SUFFIX = ".swaprange"
 
-MAX_RELATIVE_OFFSET = 2**31 - 1
+# compactlog's own, transient: a segment rewritten without its damaged ranges, before it
+# replaces the .log (see LogSegment.cut_damage); a leftover is removed at open.
+SALVAGED_SUFFIX = ".salvaged"
+_CRC_POSITION = 17
 
 
 def filename_prefix(offset: int) -> str:
@@ -319,13 +331,61 @@ class LogSegment:
             self._offset_of_max_timestamp = int(last[first])
 
     # --- reading ------------------------------------------------------------------------
-    def batches(self, start_position: int = 0) -> Iterator[FileBatch]:
-        return iter_file_batches(self._log, start_position, self._size)
+    def batches(
+        self, start_position: int = 0, *, verify_crc: bool = False, skip_damage: bool = False
+    ) -> Iterator[FileBatch]:
+        """The whole batches from ``start_position`` to the segment's size, in file order.
 
-    def translate_offset(self, offset: int) -> FileBatch | None:
+        Bytes that do not frame as a batch raise :class:`CorruptRecordError` naming the file and
+        the position (the size counts whole batches only, so a torn batch inside it is damage);
+        with ``verify_crc`` so does a batch whose CRC does not match. With ``skip_damage`` the
+        walk instead steps over damaged ranges to the next valid batch (replaying producer
+        state over a segment whose damage was left in place).
+        """
+        if skip_damage:
+            return (
+                item
+                for item in salvage_walk(self._log, self.base_offset, start_position, self._size)
+                if isinstance(item, FileBatch)
+            )
+        return self._strict_batches(start_position, verify_crc)
+
+    def _strict_batches(self, start_position: int, verify_crc: bool) -> Iterator[FileBatch]:
+        walk = WalkEnd()
+        for batch in iter_file_batches(self._log, start_position, self._size, stop=walk):
+            if verify_crc:
+                data = batch.data
+                stored = CRC_STRUCT.unpack_from(data, _CRC_POSITION)[0]
+                computed = compute_crc(data, 0, len(data))
+                if stored != computed:
+                    header = batch.header
+                    raise CorruptRecordError(
+                        f"{self.log_path}: position {batch.position}: the batch of offsets "
+                        f"{header.base_offset}..{header.last_offset} is damaged: CRC mismatch "
+                        f"(stored {stored:#010x}, computed {computed:#010x})"
+                    )
+            yield batch
+        if walk.problem is not None:
+            raise CorruptRecordError(
+                f"{self.log_path}: position {walk.position}: damaged bytes: {walk.problem}"
+            )
+
+    def indexed_position(self, offset: int) -> int:
+        """Where a walk for ``offset`` may start: the offset index's entry for it, once the
+        batch there is checked to begin at or before the entry's offset; else the start of the
+        file (an entry that is in order but wrong would otherwise skip records)."""
+        entry_offset, position = self.offset_index.lookup(offset)
+        if position == 0:
+            return 0
+        if position < self._size:
+            head = self._log.read_at(position, 8)
+            if len(head) == 8 and struct.unpack(">q", head)[0] <= entry_offset:
+                return position
+        return 0
+
+    def translate_offset(self, offset: int, *, verify_crc: bool = False) -> FileBatch | None:
         """The first batch whose last offset is >= ``offset`` (searching from the index)."""
-        _, position = self.offset_index.lookup(offset)
-        for batch in self.batches(position):
+        for batch in self.batches(self.indexed_position(offset), verify_crc=verify_crc):
             if batch.header.last_offset >= offset:
                 return batch
         return None
@@ -333,8 +393,7 @@ class LogSegment:
     def find_offset_by_timestamp(self, timestamp: int) -> FileBatch | None:
         """The first batch with a max timestamp >= ``timestamp`` (Kafka's findOffsetByTimestamp)."""
         _, offset = self.time_index.lookup(timestamp)
-        _, position = self.offset_index.lookup(offset)
-        for batch in self.batches(position):
+        for batch in self.batches(self.indexed_position(offset)):
             if batch.header.max_timestamp >= timestamp:
                 return batch
         return None
@@ -342,7 +401,8 @@ class LogSegment:
     def read_next_offset(self) -> int:
         """The offset after the last batch (scanning from the last index entry)."""
         if self._next_offset is None:
-            _, position = self.offset_index.last_entry()
+            last_indexed, _ = self.offset_index.last_entry()
+            position = self.indexed_position(last_indexed)
             next_offset = self.base_offset
             for batch in self.batches(position):
                 next_offset = batch.header.next_offset
@@ -366,44 +426,42 @@ class LogSegment:
         return self._log.map_read(self._size)
 
     # --- recovery -----------------------------------------------------------------------
-    def recover(self) -> int:
-        """Rebuild the indexes from the log and cut the log after its last valid batch.
+    def rebuild_indexes(self) -> list[DamagedRange]:
+        """Rebuild both indexes from the log over its valid batches; returns the damaged ranges.
 
-        Returns the number of bytes truncated. Stops at the first batch that fails framing,
-        CRC or offset-range checks (spec 1.6).
+        No byte of the log changes and the segment's size becomes the file's size (damage left
+        in place stays visible to readers, which fail on it). The indexing rule is the append's,
+        batch by batch, plus an offset-index entry at the first valid batch after each damaged
+        range, so that a read of a later offset starts beyond the damage.
         """
         self.offset_index.reset()
         self.time_index.reset()
-        valid_bytes = 0
+        file_size = self._log.size()
         last_index_position = 0
         max_ts, offset_of_max_ts = -1, self.base_offset
         next_offset = self.base_offset
         first_ts: int | None = None
-        try:
-            for batch in iter_file_batches(self._log, 0, self._log.size()):
-                header = batch.header
-                if not is_crc_valid(batch.data):
-                    break
-                if not 0 <= header.last_offset - self.base_offset <= MAX_RELATIVE_OFFSET:
-                    break
-                if header.base_offset < next_offset and next_offset > self.base_offset:
-                    break  # offsets must increase: a batch that goes backwards is damage
-                if first_ts is None:
-                    first_ts = header.max_timestamp
-                if header.max_timestamp > max_ts:
-                    max_ts, offset_of_max_ts = header.max_timestamp, header.last_offset
-                if valid_bytes - last_index_position > self.settings.index_interval_bytes:
-                    self.offset_index.append(header.last_offset, valid_bytes)
-                    self.time_index.maybe_append(max_ts, offset_of_max_ts)
-                    last_index_position = valid_bytes
-                valid_bytes += header.size_in_bytes
-                next_offset = header.next_offset
-        except CorruptRecordError:
-            pass
-        truncated = self._log.size() - valid_bytes
-        if truncated > 0:
-            self._log.truncate(valid_bytes)
-        self._size = valid_bytes
+        damaged: list[DamagedRange] = []
+        after_damage = False
+        for item in salvage_walk(self._log, self.base_offset, 0, file_size):
+            if isinstance(item, DamagedRange):
+                damaged.append(item)
+                after_damage = True
+                continue
+            header, position = item.header, item.position
+            if first_ts is None:
+                first_ts = header.max_timestamp
+            if header.max_timestamp > max_ts:
+                max_ts, offset_of_max_ts = header.max_timestamp, header.last_offset
+            if after_damage or (
+                position - last_index_position > self.settings.index_interval_bytes
+            ):
+                self.offset_index.append(header.last_offset, position)
+                self.time_index.maybe_append(max_ts, offset_of_max_ts)
+                last_index_position = position
+                after_damage = False
+            next_offset = header.next_offset
+        self._size = file_size
         self.offset_index.trim()
         self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max_ts
         self._max_timestamp_known = True
@@ -413,7 +471,52 @@ class LogSegment:
         self._rolling_based_timestamp_known = True
         self._next_offset = next_offset
         self.bytes_since_last_index_entry = 0
-        return truncated
+        return damaged
+
+    def cut_damage(self, damaged: list[DamagedRange]) -> int:
+        """Remove ``damaged`` (as :meth:`rebuild_indexes` found it) from the log and rebuild the
+        indexes; returns the bytes removed.
+
+        The caller has already kept any bytes that matter (see :mod:`.quarantine`). Damage at
+        the tail only is truncated away; otherwise the valid bytes are copied to
+        ``<base>.log.salvaged``, fsynced, and renamed over the ``.log`` (then the directory is
+        fsynced), so a crash leaves the old file or the new one.
+        """
+        if not damaged:
+            return 0
+        file_size = self._log.size()
+        removed = sum(d.size for d in damaged)
+        if all(d.tail for d in damaged):
+            self._log.truncate(damaged[0].start)
+            self._log.sync()
+        else:
+            target = self.log_path + SALVAGED_SUFFIX
+            out = self.fs.open(target, create=True)
+            try:
+                out.truncate(0)
+                written, position = 0, 0
+                for d in [*damaged, None]:
+                    keep_end = file_size if d is None else d.start
+                    while position < keep_end:
+                        chunk = self._log.read_at(position, min(8 << 20, keep_end - position))
+                        out.write_at(written, chunk)
+                        written += len(chunk)
+                        position += len(chunk)
+                    if d is not None:
+                        position = d.end
+                out.sync()
+            finally:
+                out.close()
+            self._log.close()
+            self.fs.rename(target, self.log_path)
+            self.fs.sync_dir(self.directory)
+            self._log = self.fs.open(self.log_path)
+        left = self.rebuild_indexes()
+        if left:  # the valid bytes were re-checked as they were copied: not expected
+            raise CorruptRecordError(
+                f"{self.log_path}: still damaged after cutting {removed} bytes: {left[0].reason}"
+            )
+        return removed
 
     # --- life cycle ---------------------------------------------------------------------
     def on_become_inactive(self) -> None:

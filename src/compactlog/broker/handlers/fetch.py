@@ -48,7 +48,7 @@ import struct
 from compactlog import errors as codes
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.handlers.metadata import LEADER_EPOCH
-from compactlog.errors import CompactlogError, StorageError
+from compactlog.errors import CompactlogError, CorruptRecordError, StorageError
 from compactlog.protocol import Request, Struct, error_name
 from compactlog.protocol.messages import FetchResponse, ListOffsetsResponse
 from compactlog.records import BATCH_LENGTH_OFFSET, LOG_OVERHEAD, RECORDS_COUNT_OFFSET
@@ -138,7 +138,7 @@ def _read_once(ctx: BrokerContext, req: Struct, max_bytes: int) -> _Read:
                     min_one_batch=min_one_batch,
                 )
             except CompactlogError as exc:
-                if isinstance(exc, StorageError):
+                if isinstance(exc, StorageError | CorruptRecordError):
                     logger.warning("fetch from %s-%d failed: %s", topic.topic, p.partition, exc)
                 partitions.append(_error_partition(p.partition, exc.error_code))
                 result.errors += 1

@@ -16,7 +16,7 @@ pytest.importorskip("pyarrow")
 
 import numpy as np
 
-from compactlog.errors import ConfigError, SparkSourceError
+from compactlog.errors import ConfigError, CorruptRecordError, SparkSourceError
 from compactlog.records import decode_columns
 from compactlog.spark._arrow import binary_array
 from compactlog.spark.source import (
@@ -253,3 +253,39 @@ def test_a_read_with_nothing_to_read_is_empty(spark: Any, mixed: Path) -> None:
         .load(str(mixed))
     )
     assert df.count() == 0
+
+
+def _damaged_copy(tmp_path: Path, position_in_batch: int) -> tuple[Path, Path, int]:
+    """A topic of two sealed segments and an active one; byte ``position_in_batch`` of the
+    fourth batch of the first segment is flipped. Returns the data dir, the segment file and
+    the damaged batch's position."""
+    data = tmp_path / "data"
+    with open_managed(data, ManualClock(NOW)) as store:
+        store.create_topic("t", 1, {"segment.bytes": 1024})
+        for i in range(40):
+            store.append("t", 0, [(b"k%d" % i, b"v" * 50)], timestamp=NOW + i)
+        first = store.log("t", 0).segments()[0]
+        victim = [b.position for b in first.batches()][3]
+        path = Path(first.log_path)
+    raw = bytearray(path.read_bytes())
+    raw[victim + position_in_batch] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    return data, path, victim
+
+
+@pytest.mark.parametrize(
+    ("where", "error"), [(16, SparkSourceError), (70, CorruptRecordError)], ids=["magic", "crc"]
+)
+def test_damage_in_a_sealed_segment_fails_the_read_naming_file_and_position(
+    tmp_path: Path, where: int, error: type[Exception]
+) -> None:
+    """Issue 17: the source never skips damaged bytes quietly (a framing stop in a sealed
+    segment used to end that segment's walk, hiding every record after it)."""
+    data, path, victim = _damaged_copy(tmp_path, where)
+    reader = LogReader({"path": str(data), "subscribe": "t"}, False)
+    with pytest.raises(error, match=str(path)):
+        for split in reader.partitions():
+            list(read_split(split, False))
+    if where == 16:
+        with pytest.raises(SparkSourceError, match=f"position {victim}: damaged bytes"):
+            reader.partitions()

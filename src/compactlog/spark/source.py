@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from compactlog.errors import ConfigError, SparkSourceError
+from compactlog.errors import ConfigError, CorruptRecordError, SparkSourceError
 from compactlog.records import (
     CONTROL_FLAG_MASK,
     TIMESTAMP_TYPE_MASK,
@@ -268,9 +268,9 @@ def _segment_files(directory: str) -> list[tuple[int, str]]:
 
 def _log_end_offset(segments: list[tuple[int, str]]) -> int:
     """One past the last offset of the last complete batch (the log end offset on disk)."""
-    for base, path in reversed(segments):
+    for i, (base, path) in enumerate(reversed(segments)):
         last = -1
-        for _, _, batch_last in _walk_batches(path):
+        for _, _, batch_last in _walk_batches(path, sealed=i > 0):
             last = batch_last
         if last >= 0:
             return last + 1
@@ -320,16 +320,37 @@ def plan_ranges(path: str, options: dict[str, str]) -> list[PartitionRange]:
     return ranges
 
 
-def _walk_batches(path: str, start: int = 0) -> Iterator[tuple[int, int, int]]:
+def _walk_batches(
+    path: str, start: int = 0, *, sealed: bool = True
+) -> Iterator[tuple[int, int, int]]:
     """``(position, size, last offset)`` of each complete batch from ``start``, framed by the
-    storage layer's one walk; the walk ends quietly where framing stops (a writer mid-append
-    leaves a torn batch, a pre-allocated segment ends in zeros)."""
+    storage layer's one walk.
+
+    In the last segment (``sealed=False``) the walk ends quietly at a torn batch or at zeros
+    (a writer mid-append, a pre-allocated file); anywhere else bytes that do not frame are
+    damage and raise, naming the file and the position, rather than hide the records after
+    them.
+    """
     handle = OsFileHandle(path, os.open(path, os.O_RDONLY))
     try:
-        for batch in iter_file_batches(handle, start, stop=WalkEnd()):
+        walk = WalkEnd()
+        for batch in iter_file_batches(handle, start, stop=walk):
             yield batch.position, len(batch.data), batch.header.last_offset
+        if walk.problem is not None and (sealed or not _quiet_end(handle, walk)):
+            raise SparkSourceError(
+                f"{path}: position {walk.position}: damaged bytes: {walk.problem} (see "
+                "`compactlog salvage` and `compactlog quarantine`)"
+            )
     finally:
         handle.close()
+
+
+def _quiet_end(handle: OsFileHandle, walk: WalkEnd) -> bool:
+    """A stop a live writer or pre-allocation explains: a torn tail, or zeros to the end."""
+    if walk.torn:
+        return True
+    rest = handle.read_at(walk.position, min(handle.size() - walk.position, 1 << 20))
+    return not rest.strip(b"\0")
 
 
 def segment_splits(part: PartitionRange, split_bytes: int) -> list[SegmentSplit]:
@@ -353,7 +374,7 @@ def segment_batches(part: PartitionRange) -> list[tuple[str, list[int]]]:
         if base >= part.stop or (next_base is not None and next_base <= part.start):
             continue
         batches = []
-        for pos, size, last in _walk_batches(path):
+        for pos, size, last in _walk_batches(path, sealed=next_base is not None):
             if last < part.start:
                 continue
             batches.append(pos)
@@ -416,7 +437,13 @@ def read_split(split: SegmentSplit, headers: bool) -> Iterator[Any]:
                     f"{split.path} is shorter than planned ({lo + len(data)} bytes, not "
                     f"{split.end}): was the log cleaned or truncated during the read?"
                 )
-            yield from _arrow_batches(data, split, headers)
+            try:
+                yield from _arrow_batches(data, split, headers)
+            except CorruptRecordError as exc:
+                raise type(exc)(
+                    f"{split.path}: the batches at bytes {lo}..{hi} are damaged: {exc} (see "
+                    "`compactlog salvage` and `compactlog quarantine`)"
+                ) from exc
 
 
 def _arrow_batches(data: bytes, split: SegmentSplit, headers: bool) -> Iterator[Any]:

@@ -8,20 +8,30 @@ thread and knows no cleaner: :class:`compactlog.log_manager.LogManager` (Kafka's
 it with the log cleaner and the scheduler of the periodic tasks.
 
 Kafka keeps topic metadata in its controller; compactlog keeps it in ``compactlog-topics.json``,
-written atomically. A partition directory whose topic is not in that file is ignored with a
-warning (it is the leftover of an interrupted topic deletion, or not ours). When the file is
-missing (a Kafka broker's log directory), the topics are adopted: with their Kafka configs and
-ids from Kafka's KRaft metadata log ``__cluster_metadata-0`` when there is one, else with default
-configs; on later opens the file is merged with that metadata log. The rules are the theory of
-operation of :mod:`compactlog.storage.topic_catalog`. The metadata log is never loaded as a
-topic, and the store writes nothing in it; of a Kafka log directory's other files it reads
-``meta.properties``, and leaves it, ``replication-offset-checkpoint``, ``leader-epoch-checkpoint``
-and an existing ``partition.metadata`` as they are. Checkpoint entries of partition directories
-the store does not load are written back unchanged.
+written atomically, and each partition directory keeps a copy of its topic's entry
+(``compactlog-topic.json``, written when the topic is created, its config altered, or at open
+when it differs), so that no single file holds the only record of a topic's configs. A topic the
+file lacks is restored from those copies with a warning; a partition directory whose topic has
+neither is ignored with a warning (the leftover of an interrupted deletion, which removes the
+copies first, or not ours), and a create of that topic renames it aside with Kafka's stray name
+(``<topic>-<partition>.<uuid>-stray``) rather than delete it. When the file is missing (a Kafka
+broker's log directory), the topics are adopted: with their Kafka configs and ids from Kafka's
+KRaft metadata log ``__cluster_metadata-0`` when there is one, else from the copies, else with
+retention disabled; on later opens the file is merged with that metadata log. The rules are the
+theory of operation of :mod:`compactlog.storage.topic_catalog`. The metadata log is never
+loaded as a topic, and the store writes nothing in it; of a Kafka log directory's other files it
+reads ``meta.properties``, and leaves it, ``replication-offset-checkpoint``,
+``leader-epoch-checkpoint`` and an existing ``partition.metadata`` as they are. Checkpoint
+entries of partition directories the store does not load are written back unchanged.
 
 Opening: the clean-shutdown marker is read and removed at once (a crash while loading is then an
-unclean stop), checkpoints are read (a malformed one counts as missing and forces full recovery),
-and every partition is loaded by :func:`compactlog.storage.loader.load_log`.
+unclean stop), checkpoints are read, and every partition is loaded by
+:func:`compactlog.storage.loader.load_log`. A missing or malformed checkpoint reads as empty, as in
+Kafka's ``LogManager.loadLogs``, with a warning naming the file: a recovery point of 0, which after
+a clean shutdown (the marker was there) recovers nothing and otherwise recovers every log from
+its first segment; a log start offset at the first segment's base offset. (Kafka's
+``cleaner-offset-checkpoint`` rule, an unreadable file logged and read as empty, is the cleaner
+manager's.) A failed open removes the partition directories it created.
 
 Closing: every log is flushed and its files trimmed, the checkpoints are written, then the marker.
 """

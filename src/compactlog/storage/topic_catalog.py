@@ -10,7 +10,13 @@ in ``compactlog-topics.json``, written atomically::
                                          "kraft_config": {"cleanup.policy": "compact"}}}}
 
 ``kraft_config`` is present only for topics that came from Kafka's metadata: Kafka's overrides as
-of the last time the store read them (the base of the merge below).
+of the last time the store read them (the base of the merge below). A topic has at most
+:data:`MAX_PARTITIONS_PER_TOPIC` partitions; a file with more is refused as damaged, before
+anything is created.
+
+Each partition directory keeps a copy of its topic's entry, with the topic's name, in
+``compactlog-topic.json`` (:data:`PARTITION_CATALOG_FILE`, written atomically by the store), so
+that losing the catalog file, or an entry of it, never loses a topic's configs.
 
 Theory of operation of :func:`load_catalog`, run by every :meth:`Store.open
 <compactlog.storage.store.Store.open>`:
@@ -25,12 +31,24 @@ Theory of operation of :func:`load_catalog`, run by every :meth:`Store.open
   compactlog does not know, or whose value it refuses, is left out with a warning; the rest are
   kept. Kafka's static ``server.properties`` is not in the log: pass those settings to
   ``Store.open`` as before.
+  A topic whose partition directories keep a copy of its entry with Kafka's topic id is taken
+  from the copy, merged with the metadata as on a later open (so a ``configs alter`` made
+  through compactlog stays).
 * **No catalog file otherwise**, and for partition directories whose topic the metadata does
-  not know: those topics are adopted with default configs and a new topic id. A Kafka log
-  directory (``meta.properties``) whose metadata log lives elsewhere (Kafka's
-  ``metadata.log.dir``, another log directory) gets a warning that its configs are unknown.
-* **Later opens.** The catalog file is the catalog. When a metadata log is present it is read
-  again, and where the two disagree:
+  not know: a topic is restored from its directories' copies (the lowest partition's readable
+  one), with a warning. A topic with no copy either is adopted with **retention disabled**
+  (:data:`RETENTION_DISABLED`) and the topic id of its ``partition.metadata`` (else a new one),
+  with a warning that says how to set its configs: its configs are unknown, and the default
+  ``delete`` policy would delete a compacted topic's records dated more than seven days ago at
+  the next retention run. Disabled retention keeps every record and the store available (refusing
+  to open would take every other topic down with it); ``compact`` is never guessed, since
+  compacting a topic that was not compacted would drop records too. A Kafka log directory
+  (``meta.properties``) whose metadata log lives elsewhere (Kafka's ``metadata.log.dir``,
+  another log directory) gets a warning that its configs are unknown.
+* **Later opens.** The catalog file is the catalog. A topic with partition directories here that
+  the file lacks is restored from their copies, with a warning (the file is rewritten with it);
+  without a copy its directories are ignored. When a metadata log is present it is read again,
+  and where the two disagree:
 
   - a topic the metadata knows, with a partition directory here, that the file lacks (Kafka
     created it since): adopted as above;

@@ -36,6 +36,9 @@ from compactlog.storage.topic_catalog import (
 )
 from compactlog.storage.topic_names import parse_special_dir_name
 from compactlog.storage.verify import verify_data_dir
+from tests.broker.helpers.any_client import produce as produce_with_client
+from tests.broker.helpers.clients import needs_kafka_python
+from tests.broker.helpers.server import Brokers
 from tests.conftest import ManualClock
 from tests.managed import manager_of
 from tests.storage.kraft_helpers import (
@@ -542,3 +545,43 @@ def test_a_failed_open_removes_the_directories_it_created(
         Store.open(data, clock=clock)
     assert dir_listing(data) == before
     assert os.listdir(data / "t-0")  # the partition with data is untouched
+
+
+# --------------------------------------------------------------------------------------------
+# Through the broker
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(120)
+@needs_kafka_python
+def test_finding_5_a_producers_auto_create_sets_the_unknown_directory_aside(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reproduction through the broker: a producer writes to a topic the catalog lacks
+    while its directory (40 records, no copy) exists; the Metadata request auto-creates the
+    topic. Before: "removing stale directory" and the 40 records were gone."""
+    data = tmp_path / "data"
+    with Store.open(data) as store:
+        store.create_topic("other", 1)
+        store.create_topic("t", 1, {"cleanup.policy": "compact"})
+        produce(store, "t", 40)
+    doc = json.loads((data / TOPICS_FILE).read_text())
+    del doc["topics"]["t"]
+    (data / TOPICS_FILE).write_text(json.dumps(doc))
+    (data / "t-0" / PARTITION_CATALOG_FILE).unlink()
+    kept = tree_hashes(data / "t-0")
+
+    brokers = Brokers(data)
+    try:
+        broker = brokers.start()
+        with caplog.at_level(WARN, "compactlog"):
+            acked = produce_with_client("kafka-python", broker.bootstrap, "t", [(b"new", b"1")])
+        assert acked == [(0, 0)]
+    finally:
+        brokers.stop_all()
+    (stray,) = [p for p in data.iterdir() if p.name.endswith("-stray")]
+    assert parse_special_dir_name(stray.name) == ("t", 0, "stray")
+    assert tree_hashes(stray) == kept
+    with Store.open(data) as store:
+        assert values(store, "t") == [b"1"]
+    assert any(stray.name in m and "renamed" in m for m in messages(caplog))

@@ -95,6 +95,7 @@ from compactlog.storage.segment import (
     TXN_INDEX_SUFFIX,
 )
 from compactlog.storage.topic_catalog import (
+    PARTITION_CATALOG_FILE,
     PARTITION_METADATA_FILE,
     TOPICS_FILE,
     is_kafka_log_dir,
@@ -102,7 +103,9 @@ from compactlog.storage.topic_catalog import (
 )
 from compactlog.storage.topic_names import parse_partition_dir_name, parse_special_dir_name
 
-_KNOWN_PARTITION_FILES: Final = frozenset({PARTITION_METADATA_FILE, "leader-epoch-checkpoint"})
+_KNOWN_PARTITION_FILES: Final = frozenset(
+    {PARTITION_METADATA_FILE, PARTITION_CATALOG_FILE, "leader-epoch-checkpoint"}
+)
 #: Files of a Kafka log directory's root that the store leaves alone (and so does verify).
 _KAFKA_ROOT_FILES: Final = frozenset({META_PROPERTIES, "bootstrap.checkpoint"})
 

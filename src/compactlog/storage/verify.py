@@ -338,7 +338,10 @@ def _adoption_note(
 ) -> str:
     topics = {topic for topic, _ in dirs}
     if metadata is None:
-        note = f"no {TOPICS_FILE}: the store adopts these partitions with default configs"
+        note = (
+            f"no {TOPICS_FILE}: the store restores these topics from their partitions' "
+            f"{PARTITION_CATALOG_FILE}, else adopts them with retention disabled"
+        )
         if is_kafka_log_dir(OsFileSystem(), root):
             note += (
                 f" (a Kafka log directory without Kafka's metadata log {METADATA_DIR}: its "
@@ -352,7 +355,10 @@ def _adoption_note(
         "with their configs and topic ids"
     )
     if unknown:
-        note += f", and {', '.join(unknown)} (unknown to it) with default configs"
+        note += (
+            f", and {', '.join(unknown)} (unknown to it) from their {PARTITION_CATALOG_FILE}, "
+            "else with retention disabled"
+        )
     return note
 
 

@@ -15,8 +15,9 @@ Cases, one data directory each:
 
 The files are checked in; ``test_golden.py`` regenerates them into a scratch directory and
 requires every byte to be identical, so any change to what compactlog writes shows up as a
-diff here first. Only the random topic id in ``partition.metadata`` and the metadata file
-(which holds it) differ between runs, so they are left out of the corpus.
+diff here first. Only the random topic id in ``partition.metadata`` and the metadata files
+(``compactlog-topics.json`` and each partition's ``compactlog-topic.json``, which hold it) differ
+between runs, so they are left out of the corpus.
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from pathlib import Path
 from compactlog.records import Compression, build_batch, build_empty_batch
 from compactlog.records.control import build_end_txn_marker_batch
 from compactlog.storage.store import Store
-from compactlog.storage.topic_catalog import TOPICS_FILE
+from compactlog.storage.topic_catalog import PARTITION_CATALOG_FILE, TOPICS_FILE
 
 T0 = 1_700_000_000_000
-SKIPPED = {TOPICS_FILE, "partition.metadata", ".lock"}
+SKIPPED = {TOPICS_FILE, PARTITION_CATALOG_FILE, "partition.metadata", ".lock"}
 
 
 class _Clock:

@@ -323,13 +323,17 @@ def test_data_below_the_checkpointed_log_start_offset_means_loss(
     assert next(r.offset for r in again.read("t", 0, 3)) == 3
 
 
-def test_garbage_checkpoint_forces_full_recovery(open_store: StoreFactory, tmp_path: Path) -> None:
+def test_garbage_checkpoint_after_an_unclean_stop_forces_full_recovery(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    """Without the clean-shutdown marker (with it, nothing is recovered: test_catalog_safety)."""
     store = open_store()
     store.create_topic("t", 1, {"segment.bytes": 300})
     fill(store, 30)
     expected = values(store)
     store.close()
     (tmp_path / "data" / "recovery-point-offset-checkpoint").write_bytes(b"\xff\xfegarbage\n")
+    (tmp_path / "data" / ".kafka_cleanshutdown").unlink()
     again = open_store()
     stats = again.load_stats[("t", 0)]
     assert stats.segments_recovered == len(again.segments("t", 0))

@@ -19,6 +19,7 @@ from compactlog.errors import StorageError
 from compactlog.records import build_batch
 from compactlog.storage.kraft_metadata import METADATA_DIR, render_uuid
 from compactlog.storage.store import Store
+from compactlog.storage.topic_catalog import RETENTION_DISABLED
 from compactlog.storage.verify import verify_data_dir
 from tests.conftest import ManualClock
 from tests.storage.kraft_helpers import (
@@ -96,7 +97,8 @@ def test_the_store_adopts_kafkas_topics_with_their_configs_and_ids(
             "min.cleanable.dirty.ratio": "0.01",
         }
         assert store.topic_config("prices").compact
-        assert store.topic_info("stray").overrides == {}  # not in the metadata: defaults
+        # Not in the metadata and no copy of its entry: its configs are unknown.
+        assert store.topic_info("stray").overrides == RETENTION_DISABLED
     adoption = [r.getMessage() for r in caplog.records if "Kafka's metadata log" in r.getMessage()]
     assert len(adoption) == 1 and "adopting 2 topic(s) (1 compacted)" in adoption[0]
     assert any("some.future.config" in r.getMessage() for r in caplog.records)
@@ -282,7 +284,7 @@ def test_a_kafka_log_dir_whose_metadata_log_is_elsewhere_gets_a_warning(
     partition_dirs(data, "orders", 1, new_id())
     (data / "meta.properties").write_text("node.id=1\nversion=1\n")
     with caplog.at_level(logging.WARNING, "compactlog"), Store.open(data) as store:
-        assert store.topic_info("orders").overrides == {}
+        assert store.topic_info("orders").overrides == RETENTION_DISABLED
     assert any("without Kafka's metadata log" in r.getMessage() for r in caplog.records)
     (data / "compactlog-topics.json").unlink()
     notes = [str(n) for n in verify_data_dir(str(data)).notes]

@@ -11,8 +11,10 @@ change raises. The cleaner manager's functions then compute the cleanable range 
 from the same objects, by the same code, as for a store.
 
 What it reads, as the store would at open: ``compactlog-topics.json`` (topics, partition counts,
-config overrides; without it, what the store would adopt: the topics of Kafka's metadata log with
-their configs, other partition directories with default configs), ``log-start-offset-checkpoint``
+config overrides; topics it lacks whose partition directories keep a copy of their entry,
+``compactlog-topic.json``; without it, what the store would adopt: the topics of Kafka's metadata
+log with their configs, other partition directories from their copies, or with retention
+disabled), ``log-start-offset-checkpoint``
 and ``cleaner-offset-checkpoint``, and the ``.log`` files
 (plus the time indexes of the inactive segments, for ``min.compaction.lag.ms``). Temporaries of
 an interrupted cleaning (``.cleaned``, ``.swap``, ``.deleted``) are ignored: the originals count,
@@ -47,7 +49,12 @@ from compactlog.storage.fs import ReadOnlyFileSystem
 from compactlog.storage.local_log import LocalLog, segment_settings
 from compactlog.storage.log import Log
 from compactlog.storage.segment import LOG_SUFFIX, LogSegment
-from compactlog.storage.topic_catalog import TOPICS_FILE, adopt_catalog, read_topics_file
+from compactlog.storage.topic_catalog import (
+    TOPICS_FILE,
+    adopt_catalog,
+    read_topics_file,
+    restore_missing,
+)
 from compactlog.storage.topic_names import partition_dir_name
 
 
@@ -67,6 +74,9 @@ def read_topics(data_dir: str, broker: BrokerConfig) -> dict[str, TopicEntry]:
     catalog = read_topics_file(ReadOnlyFileSystem(), data_dir)
     if catalog is None:
         return _adopted_topics(data_dir, broker)
+    # Topics the file lacks but whose partition directories keep a copy of their entry: the
+    # store restores them at open.
+    restore_missing(ReadOnlyFileSystem(), data_dir, catalog, announce=False)
     topics = {}
     for name, info in catalog.items():
         try:

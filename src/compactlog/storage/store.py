@@ -8,32 +8,44 @@ thread and knows no cleaner: :class:`compactlog.log_manager.LogManager` (Kafka's
 it with the log cleaner and the scheduler of the periodic tasks.
 
 Kafka keeps topic metadata in its controller; compactlog keeps it in ``compactlog-topics.json``,
-written atomically. A partition directory whose topic is not in that file is ignored with a
-warning (it is the leftover of an interrupted topic deletion, or not ours). When the file is
-missing (a Kafka broker's log directory), the topics are adopted: with their Kafka configs and
-ids from Kafka's KRaft metadata log ``__cluster_metadata-0`` when there is one, else with default
-configs; on later opens the file is merged with that metadata log. The rules are the theory of
-operation of :mod:`compactlog.storage.topic_catalog`. The metadata log is never loaded as a
-topic, and the store writes nothing in it; of a Kafka log directory's other files it reads
-``meta.properties``, and leaves it, ``replication-offset-checkpoint``, ``leader-epoch-checkpoint``
-and an existing ``partition.metadata`` as they are. Checkpoint entries of partition directories
-the store does not load are written back unchanged.
+written atomically, and each partition directory keeps a copy of its topic's entry
+(``compactlog-topic.json``, written when the topic is created, its config altered, or at open
+when it differs), so that no single file holds the only record of a topic's configs. A topic the
+file lacks is restored from those copies with a warning; a partition directory whose topic has
+neither is ignored with a warning (the leftover of an interrupted deletion, which removes the
+copies first, or not ours), and a create of that topic renames it aside with Kafka's stray name
+(``<topic>-<partition>.<uuid>-stray``) rather than delete it. When the file is missing (a Kafka
+broker's log directory), the topics are adopted: with their Kafka configs and ids from Kafka's
+KRaft metadata log ``__cluster_metadata-0`` when there is one, else from the copies, else with
+retention disabled; on later opens the file is merged with that metadata log. The rules are the
+theory of operation of :mod:`compactlog.storage.topic_catalog`. The metadata log is never
+loaded as a topic, and the store writes nothing in it; of a Kafka log directory's other files it
+reads ``meta.properties``, and leaves it, ``replication-offset-checkpoint``,
+``leader-epoch-checkpoint`` and an existing ``partition.metadata`` as they are. Checkpoint
+entries of partition directories the store does not load are written back unchanged.
 
 Opening: the clean-shutdown marker is read and removed at once (a crash while loading is then an
-unclean stop), checkpoints are read (a malformed one counts as missing and forces full recovery),
-and every partition is loaded by :func:`compactlog.storage.loader.load_log`.
+unclean stop), checkpoints are read, and every partition is loaded by
+:func:`compactlog.storage.loader.load_log`. A missing or malformed checkpoint reads as empty, as in
+Kafka's ``LogManager.loadLogs``, with a warning naming the file: a recovery point of 0, which after
+a clean shutdown (the marker was there) recovers nothing and otherwise recovers every log from
+its first segment; a log start offset at the first segment's base offset. (Kafka's
+``cleaner-offset-checkpoint`` rule, an unreadable file logged and read as empty, is the cleaner
+manager's.) A failed open removes the partition directories it created.
 
 Closing: every log is flushed and its files trimmed, the checkpoints are written, then the marker.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol
@@ -72,19 +84,25 @@ from compactlog.storage.log import Log
 from compactlog.storage.partitioner import partition_for_key
 from compactlog.storage.producer_state import ProducerState
 from compactlog.storage.topic_catalog import (
+    MAX_PARTITIONS_PER_TOPIC,
+    PARTITION_CATALOG_FILE,
     PARTITION_METADATA_FILE,
     TOPICS_FILE,
     TopicInfo,
     load_catalog,
     new_topic_id,
     partition_metadata_text,
+    remove_partition_copy,
+    write_partition_copy,
     write_topics_file,
 )
 from compactlog.storage.topic_names import (
     check_collision,
     is_valid_topic_name,
     parse_partition_dir_name,
+    parse_special_dir_name,
     partition_dir_name,
+    special_dir_name,
     validate_topic_name,
 )
 from compactlog.storage.validator import ValidatedAppend
@@ -152,6 +170,8 @@ class Store:
         self._owns_lock = False
         self._closed = False
         self._removal_listeners: list[PartitionRemovalListener] = []
+        #: The partition directories the open in progress created (removed if it fails).
+        self._created: list[str] = []
         self.had_clean_shutdown = False
         #: The broker epoch of a Kafka clean-shutdown marker found at open (see the docstring).
         self._broker_epoch = NO_BROKER_EPOCH
@@ -235,11 +255,16 @@ class Store:
                 self._broker_epoch = read_broker_epoch(fs.read_file(marker))
                 fs.remove(marker)
                 fs.sync_dir(self.path)
-            recovery_points = self._read_checkpoint(self.recovery_point_checkpoint)
-            if recovery_points is None:
-                self.had_clean_shutdown = False  # a damaged checkpoint forces full recovery
-                recovery_points = {}
-            start_offsets = self._read_checkpoint(self.log_start_offset_checkpoint) or {}
+            recovery_points = self._read_checkpoint(
+                self.recovery_point_checkpoint,
+                "the clean-shutdown marker was present, so no log is recovered"
+                if self.had_clean_shutdown
+                else "no clean-shutdown marker, so every log is recovered from its first segment",
+            )
+            start_offsets = self._read_checkpoint(
+                self.log_start_offset_checkpoint,
+                "every log starts at the base offset of its first segment",
+            )
             self._load_topics()
             for name, info in sorted(self._topics.items()):
                 for partition in range(info.partitions):
@@ -257,17 +282,38 @@ class Store:
         except BaseException:
             for log in self._logs.values():  # the partitions loaded before the failure
                 log.close_without_flush()
+            self._remove_created()
             self._release()
             raise
+        finally:
+            self._created = []
 
     def _read_checkpoint(
-        self, checkpoint: OffsetCheckpointFile
-    ) -> dict[tuple[str, int], int] | None:
+        self, checkpoint: OffsetCheckpointFile, consequence: str
+    ) -> dict[tuple[str, int], int]:
+        """The checkpoint's entries; a malformed one reads as empty, as Kafka's
+        ``LogManager.loadLogs`` reads it (recovery points 0, log start offsets the first
+        segment's base offset), with a warning naming the file and ``consequence``. The file
+        is rewritten whole at the next checkpoint."""
         try:
             return checkpoint.read()
         except MalformedCheckpointError as exc:
-            logger.warning("ignoring %s and recovering every log: %s", checkpoint.path, exc)
-            return None
+            logger.warning("ignoring %s: %s; %s", checkpoint.path, exc, consequence)
+            return {}
+
+    def _remove_created(self) -> None:
+        """After a failed open: remove the partition directories that open created (new
+        partitions hold nothing yet), so that a failed open leaves the data directory as it
+        found it."""
+        for directory in reversed(self._created):
+            try:
+                if self.fs.exists(directory):
+                    _remove_tree(self.fs, directory)
+            except (OSError, CompactlogError) as exc:
+                logger.warning("cannot remove %s after the failed open: %s", directory, exc)
+        if self._created:
+            with contextlib.suppress(OSError, CompactlogError):
+                self.fs.sync_dir(self.path)
 
     def _load_partition(
         self,
@@ -280,6 +326,8 @@ class Store:
     ) -> Log:
         directory = os.path.join(self.path, partition_dir_name(topic, partition))
         new = not self.fs.exists(directory)
+        if new:
+            self._created.append(directory)
         log, stats = load_log(
             self.fs,
             directory,
@@ -293,9 +341,10 @@ class Store:
             rng=self.rng,
             producer_id_expiration_ms=self.broker.producer_id_expiration_ms,
         )
+        self._logs[(topic, partition)] = log
         if new or not self.fs.exists(os.path.join(directory, PARTITION_METADATA_FILE)):
             self._write_partition_metadata(directory, self._topics[topic].topic_id)
-        self._logs[(topic, partition)] = log
+        write_partition_copy(self.fs, directory, self._topics[topic])
         self.load_stats[(topic, partition)] = stats
         return log
 
@@ -316,7 +365,18 @@ class Store:
                 continue  # a tool's own hidden directory (the Spark sink's staging and journal)
             if name == METADATA_DIR:
                 continue  # Kafka's KRaft metadata log: read for the catalog, never loaded
-            if parsed is None or parsed[0] not in self._topics:
+            special = parse_special_dir_name(name)
+            if special is not None and special[2] == "stray":
+                logger.warning(
+                    "keeping %s: a stray partition directory set aside, not loaded", full
+                )
+            elif parsed is not None and parsed[0] not in self._topics:
+                logger.warning(
+                    "ignoring %s: its topic is not in %s and the directory has no %s to restore "
+                    "it from (a create of %s renames it aside as a -stray directory)",
+                    full, TOPICS_FILE, PARTITION_CATALOG_FILE, parsed[0],
+                )  # fmt: skip
+            elif parsed is None:
                 logger.warning("ignoring %s: not a partition of a known topic", full)
             elif parsed[1] >= self._topics[parsed[0]].partitions:
                 logger.warning("ignoring %s: the topic has fewer partitions", full)
@@ -347,9 +407,14 @@ class Store:
     ) -> None:
         """Create a topic with ``partitions`` partitions and per-topic config overrides."""
         validate_topic_name(name)
-        if not isinstance(partitions, int) or partitions < 1:
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
             raise InvalidPartitionsError(
                 f"number of partitions must be at least 1, got {partitions}"
+            )
+        if partitions > MAX_PARTITIONS_PER_TOPIC:
+            raise InvalidPartitionsError(
+                f"topic {name!r}: {partitions} partitions is more than the limit of "
+                f"{MAX_PARTITIONS_PER_TOPIC} per topic"
             )
         log_config = LogConfig.create(dict(config or {}), self.broker)
         with self._lock:
@@ -358,15 +423,35 @@ class Store:
                 raise TopicExistsError(f"topic {name!r} already exists")
             check_collision(name, self._topics)
             for partition in range(partitions):
-                stale = os.path.join(self.path, partition_dir_name(name, partition))
-                if self.fs.exists(stale):
-                    logger.warning("removing stale directory %s before creating %s", stale, name)
-                    _remove_tree(self.fs, stale)
+                self._set_aside_stray(name, partition)
             self._topics[name] = TopicInfo(name, partitions, new_topic_id(), log_config.overrides)
             self._configs[name] = log_config
             self._save_topics()
-            for partition in range(partitions):
-                self._load_partition(name, partition, None, None)
+            try:
+                for partition in range(partitions):
+                    self._load_partition(name, partition, None, None)
+            finally:
+                self._created = []
+
+    def _set_aside_stray(self, name: str, partition: int) -> None:
+        """Before creating ``name``: a directory of that partition that the catalog does not
+        know (a leftover, or a directory copied in) is renamed aside with Kafka's stray name
+        (``<topic>-<partition>.<uuid>-stray``, as Kafka 3.7+ does with a log it does not own)
+        and kept; the new topic gets a fresh directory."""
+        old = os.path.join(self.path, partition_dir_name(name, partition))
+        if not self.fs.exists(old):
+            return
+        stray = os.path.join(
+            self.path, special_dir_name(name, partition, "stray", uuid.uuid4().hex)
+        )
+        self.fs.rename(old, stray)
+        self.fs.sync_dir(self.path)
+        logger.warning(
+            "%s is not a partition of a known topic: renamed it to %s (kept, not loaded) before "
+            "creating %s; to get its records back, delete the new topic and rename the directory "
+            "back to %s, or copy its records with `compactlog consume`",
+            old, stray, name, os.path.basename(old),
+        )  # fmt: skip
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic and all its data (an in-progress cleaning of it is aborted first)."""
@@ -377,6 +462,13 @@ class Store:
         with self._lock:
             self._check_open()
             info = self._topic(name)
+            # The copies go first: a crash before the catalog is saved leaves the topic in it
+            # (its copies are written again at the next open), a crash after leaves directories
+            # that nothing restores (they are ignored, and renamed aside by a later create).
+            for partition in range(info.partitions):
+                remove_partition_copy(
+                    self.fs, os.path.join(self.path, partition_dir_name(name, partition))
+                )
             del self._topics[name]
             del self._configs[name]
             self._save_topics()
@@ -429,6 +521,11 @@ class Store:
             self._save_topics()
             for partition in range(info.partitions):
                 self._logs[(name, partition)].update_config(config)
+                write_partition_copy(
+                    self.fs,
+                    os.path.join(self.path, partition_dir_name(name, partition)),
+                    self._topics[name],
+                )
 
     # --- logs -------------------------------------------------------------------------------
     def log(self, topic: str, partition: int) -> Log:

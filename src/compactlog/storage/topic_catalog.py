@@ -10,7 +10,13 @@ in ``compactlog-topics.json``, written atomically::
                                          "kraft_config": {"cleanup.policy": "compact"}}}}
 
 ``kraft_config`` is present only for topics that came from Kafka's metadata: Kafka's overrides as
-of the last time the store read them (the base of the merge below).
+of the last time the store read them (the base of the merge below). A topic has at most
+:data:`MAX_PARTITIONS_PER_TOPIC` partitions; a file with more is refused as damaged, before
+anything is created.
+
+Each partition directory keeps a copy of its topic's entry, with the topic's name, in
+``compactlog-topic.json`` (:data:`PARTITION_CATALOG_FILE`, written atomically by the store), so
+that losing the catalog file, or an entry of it, never loses a topic's configs.
 
 Theory of operation of :func:`load_catalog`, run by every :meth:`Store.open
 <compactlog.storage.store.Store.open>`:
@@ -25,12 +31,24 @@ Theory of operation of :func:`load_catalog`, run by every :meth:`Store.open
   compactlog does not know, or whose value it refuses, is left out with a warning; the rest are
   kept. Kafka's static ``server.properties`` is not in the log: pass those settings to
   ``Store.open`` as before.
+  A topic whose partition directories keep a copy of its entry with Kafka's topic id is taken
+  from the copy, merged with the metadata as on a later open (so a ``configs alter`` made
+  through compactlog stays).
 * **No catalog file otherwise**, and for partition directories whose topic the metadata does
-  not know: those topics are adopted with default configs and a new topic id. A Kafka log
-  directory (``meta.properties``) whose metadata log lives elsewhere (Kafka's
-  ``metadata.log.dir``, another log directory) gets a warning that its configs are unknown.
-* **Later opens.** The catalog file is the catalog. When a metadata log is present it is read
-  again, and where the two disagree:
+  not know: a topic is restored from its directories' copies (the lowest partition's readable
+  one), with a warning. A topic with no copy either is adopted with **retention disabled**
+  (:data:`RETENTION_DISABLED`) and the topic id of its ``partition.metadata`` (else a new one),
+  with a warning that says how to set its configs: its configs are unknown, and the default
+  ``delete`` policy would delete a compacted topic's records dated more than seven days ago at
+  the next retention run. Disabled retention keeps every record and the store available (refusing
+  to open would take every other topic down with it); ``compact`` is never guessed, since
+  compacting a topic that was not compacted would drop records too. A Kafka log directory
+  (``meta.properties``) whose metadata log lives elsewhere (Kafka's ``metadata.log.dir``,
+  another log directory) gets a warning that its configs are unknown.
+* **Later opens.** The catalog file is the catalog. A topic with partition directories here that
+  the file lacks is restored from their copies, with a warning (the file is rewritten with it);
+  without a copy its directories are ignored. When a metadata log is present it is read again,
+  and where the two disagree:
 
   - a topic the metadata knows, with a partition directory here, that the file lacks (Kafka
     created it since): adopted as above;
@@ -54,6 +72,8 @@ Theory of operation of :func:`load_catalog`, run by every :meth:`Store.open
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import os
@@ -78,6 +98,7 @@ from compactlog.storage.kraft_metadata import (
     has_metadata_log,
     random_uuid,
     read_kraft_metadata,
+    render_uuid,
 )
 from compactlog.storage.topic_names import (
     parse_partition_dir_name,
@@ -90,6 +111,23 @@ logger = logging.getLogger("compactlog.storage")
 TOPICS_FILE: Final = "compactlog-topics.json"
 PARTITION_METADATA_FILE: Final = "partition.metadata"
 TOPICS_FILE_VERSION: Final = 1
+#: The copy of its topic's catalog entry that each partition directory keeps. Kafka's log
+#: loader reads only the files it knows by suffix (``.log``, the indexes, ``.snapshot``,
+#: ``.deleted``, ``.cleaned``, ``.swap``) and by name (``partition.metadata``,
+#: ``leader-epoch-checkpoint``) and leaves any other file alone, and no Kafka file name starts
+#: with ``compactlog-``, so a Kafka broker opens the directory as before.
+PARTITION_CATALOG_FILE: Final = "compactlog-topic.json"
+#: The most partitions a topic may have. Kafka has no per-topic limit, but its controller
+#: refuses a single operation that would write more than 10,000 metadata records
+#: (``QuorumController.MAX_RECORDS_PER_USER_OP``), and creating a topic writes one record per
+#: partition: a topic is created with fewer than 10,000 partitions in one request. A catalog
+#: entry above this is damage (``partitions: 10**9`` would make an open create directories until
+#: the process runs out of file descriptors), and is refused before anything is created.
+MAX_PARTITIONS_PER_TOPIC: Final = 10_000
+#: The overrides of a topic adopted with neither a catalog entry, a partition directory copy
+#: nor Kafka's metadata: its configs are unknown, so retention is disabled (nothing is deleted
+#: by time or size, nothing is compacted away) until an operator sets the topic's real configs.
+RETENTION_DISABLED: Final = {"retention.bytes": "-1", "retention.ms": "-1"}
 
 #: Broker settings that supply a topic config's default (``log.cleanup.policy``, ...).
 _TOPIC_SYNONYMS: Final = frozenset(s.name for d in TOPIC_CONFIGS.values() for s in d.synonyms)
@@ -103,6 +141,17 @@ class TopicInfo(NamedTuple):
     #: Kafka's overrides of the topic when the store last read its metadata log (None: the
     #: topic did not come from Kafka's metadata).
     kraft_config: dict[str, str] | None = None
+
+
+def is_valid_uuid(text: str) -> bool:
+    """Whether ``text`` is a ``Uuid`` as Kafka renders one (22 characters of URL-safe base64)."""
+    if len(text) != 22:
+        return False
+    try:
+        raw = base64.urlsafe_b64decode(text + "==")
+    except (ValueError, binascii.Error):
+        return False
+    return len(raw) == 16 and render_uuid(raw) == text
 
 
 def new_topic_id() -> str:
@@ -131,9 +180,55 @@ def read_partition_topic_id(fs: FileSystem, directory: str) -> str | None:
 # The catalog file
 
 
+def check_partition_count(topic: str, partitions: object, source: str) -> int:
+    """``partitions`` if it is an int in 1..:data:`MAX_PARTITIONS_PER_TOPIC`; otherwise
+    ``ValueError`` naming ``topic``, ``source`` and the limit."""
+    if isinstance(partitions, bool) or not isinstance(partitions, int):
+        raise ValueError(f"topic {topic!r} has a partition count {partitions!r} that is no number")
+    if partitions < 1:
+        raise ValueError(f"topic {topic!r} has {partitions} partitions")
+    if partitions > MAX_PARTITIONS_PER_TOPIC:
+        raise ValueError(
+            f"topic {topic!r} has {partitions} partitions in {source}, more than the limit of "
+            f"{MAX_PARTITIONS_PER_TOPIC} per topic (Kafka's controller creates at most that many "
+            "in one request)"
+        )
+    return partitions
+
+
+def _entry_info(name: str, entry: Mapping[str, object], source: str) -> TopicInfo:
+    """A catalog entry (of the topics file or of a partition directory's copy) as a
+    :class:`TopicInfo`; a malformed one raises ``ValueError``/``KeyError``/``TypeError``/
+    ``AttributeError``/:class:`CompactlogError`."""
+    validate_topic_name(name)
+    config = entry["config"]
+    kraft = entry.get("kraft_config")
+    if not isinstance(config, dict) or not (kraft is None or isinstance(kraft, dict)):
+        raise ValueError(f"topic {name!r} has a config that is not an object")
+    return TopicInfo(
+        name,
+        check_partition_count(name, entry["partitions"], source),
+        str(entry["topic_id"]),
+        {str(k): str(v) for k, v in config.items()},
+        None if kraft is None else {str(k): str(v) for k, v in kraft.items()},
+    )
+
+
+def _entry_doc(info: TopicInfo) -> dict[str, object]:
+    entry: dict[str, object] = {
+        "partitions": info.partitions,
+        "topic_id": info.topic_id,
+        "config": info.overrides,
+    }
+    if info.kraft_config is not None:
+        entry["kraft_config"] = info.kraft_config
+    return entry
+
+
 def read_topics_file(fs: FileSystem, data_dir: str) -> dict[str, TopicInfo] | None:
     """The topics of ``compactlog-topics.json`` (None when there is no such file); a damaged file
-    raises :class:`StorageError` rather than let a store guess which topics exist."""
+    raises :class:`StorageError` rather than let a store guess which topics exist. Partition
+    counts are bounded by :data:`MAX_PARTITIONS_PER_TOPIC`."""
     path = os.path.join(data_dir, TOPICS_FILE)
     if not fs.exists(path):
         return None
@@ -141,18 +236,7 @@ def read_topics_file(fs: FileSystem, data_dir: str) -> dict[str, TopicInfo] | No
     try:
         doc = json.loads(fs.read_file(path).decode("utf-8"))
         for name, entry in doc["topics"].items():
-            validate_topic_name(name)
-            kraft = entry.get("kraft_config")
-            info = TopicInfo(
-                name,
-                int(entry["partitions"]),
-                str(entry["topic_id"]),
-                {str(k): str(v) for k, v in entry["config"].items()},
-                None if kraft is None else {str(k): str(v) for k, v in kraft.items()},
-            )
-            if info.partitions < 1:
-                raise ValueError(f"topic {name!r} has {info.partitions} partitions")
-            topics[name] = info
+            topics[name] = _entry_info(name, entry, path)
     except (ValueError, KeyError, TypeError, AttributeError, CompactlogError) as exc:
         raise StorageError(
             f"{path} is damaged ({exc}); refusing to open rather than guess which topics exist"
@@ -161,20 +245,111 @@ def read_topics_file(fs: FileSystem, data_dir: str) -> dict[str, TopicInfo] | No
 
 
 def write_topics_file(fs: FileSystem, data_dir: str, topics: Mapping[str, TopicInfo]) -> None:
-    entries: dict[str, object] = {}
-    for name, info in sorted(topics.items()):
-        entry: dict[str, object] = {
-            "partitions": info.partitions,
-            "topic_id": info.topic_id,
-            "config": info.overrides,
-        }
-        if info.kraft_config is not None:
-            entry["kraft_config"] = info.kraft_config
-        entries[name] = entry
+    entries = {name: _entry_doc(info) for name, info in sorted(topics.items())}
     doc = {"version": TOPICS_FILE_VERSION, "topics": entries}
     write_file_atomically(
         fs, os.path.join(data_dir, TOPICS_FILE), json.dumps(doc, indent=2).encode() + b"\n"
     )
+
+
+# --------------------------------------------------------------------------------------------
+# The partition directories' copies of their topic's entry
+
+
+def partition_copy_text(info: TopicInfo) -> bytes:
+    """The content of a partition directory's :data:`PARTITION_CATALOG_FILE`: the topic's
+    catalog entry, with its name."""
+    doc = {"version": TOPICS_FILE_VERSION, "topic": info.name, **_entry_doc(info)}
+    return json.dumps(doc, indent=2, sort_keys=True).encode() + b"\n"
+
+
+def write_partition_copy(fs: FileSystem, directory: str, info: TopicInfo) -> None:
+    """Write ``info`` to the partition directory's copy, atomically, unless it is there already."""
+    path = os.path.join(directory, PARTITION_CATALOG_FILE)
+    text = partition_copy_text(info)
+    if fs.exists(path) and fs.read_file(path) == text:
+        return
+    write_file_atomically(fs, path, text)
+
+
+def remove_partition_copy(fs: FileSystem, directory: str) -> None:
+    """Remove the partition directory's copy (first step of a topic deletion), durably."""
+    path = os.path.join(directory, PARTITION_CATALOG_FILE)
+    if fs.exists(path):
+        fs.remove(path)
+        fs.sync_dir(directory)
+
+
+def read_partition_copy(
+    fs: FileSystem, directory: str, topic: str, *, announce: bool = True
+) -> TopicInfo | None:
+    """The entry of ``topic`` in the partition directory's copy; None when there is none, or
+    when it is damaged or names another topic (then with a warning, unless not ``announce``)."""
+    path = os.path.join(directory, PARTITION_CATALOG_FILE)
+    if not fs.exists(path):
+        return None
+    try:
+        doc = json.loads(fs.read_file(path).decode("utf-8"))
+        if doc.get("topic") != topic:
+            raise ValueError(f"it is a copy of topic {doc.get('topic')!r}, not of {topic!r}")
+        return _entry_info(topic, doc, path)
+    except (ValueError, KeyError, TypeError, AttributeError, CompactlogError) as exc:
+        if announce:
+            logger.warning("ignoring %s: it is damaged (%s)", path, exc)
+        return None
+
+
+def _restored(
+    fs: FileSystem, data_dir: str, name: str, partitions: set[int], announce: bool
+) -> TopicInfo | None:
+    """``name``'s entry as its partition directories' copies hold it (the lowest partition's
+    readable copy; a copy that differs from it is reported)."""
+    copies = [
+        (p, read_partition_copy(fs, os.path.join(data_dir, partition_dir_name(name, p)), name,
+                                announce=announce))
+        for p in sorted(partitions)
+    ]  # fmt: skip
+    found = [(p, info) for p, info in copies if info is not None]
+    if not found:
+        return None
+    partition, info = found[0]
+    differing = [p for p, other in found[1:] if other != info]
+    if differing and announce:
+        logger.warning(
+            "%s: the copies of its entry in partitions %s differ from partition %d's; using "
+            "partition %d's", name, differing, partition, partition,
+        )  # fmt: skip
+    return info
+
+
+def _announce_restored(info: TopicInfo, why: str) -> None:
+    logger.warning(
+        "restoring topic %s from its partition directories' %s (%s): %d partition(s), topic id "
+        "%s, configs %s",
+        info.name, PARTITION_CATALOG_FILE, why, info.partitions, info.topic_id,
+        info.overrides or "(defaults)",
+    )  # fmt: skip
+
+
+def restore_missing(
+    fs: FileSystem, data_dir: str, topics: dict[str, TopicInfo], *, announce: bool = True
+) -> bool:
+    """Add to ``topics`` (the catalog file's) every topic that has partition directories here
+    and a copy of its entry in them, but no entry in the file; returns whether any was added.
+    Directories without a copy stay out (the store ignores them, and a create of their topic
+    renames them aside)."""
+    added = False
+    for name, partitions in sorted(_partition_dirs(fs, data_dir).items()):
+        if name in topics:
+            continue
+        info = _restored(fs, data_dir, name, partitions, announce)
+        if info is None:
+            continue
+        if announce:
+            _announce_restored(info, f"it has no entry in {TOPICS_FILE}")
+        topics[name] = info
+        added = True
+    return added
 
 
 # --------------------------------------------------------------------------------------------
@@ -302,10 +477,16 @@ def _adopt(
     if metadata is not None:
         dynamic = dynamic_topic_defaults(metadata)
         for topic in metadata.topics.values():
-            if _hosted(topic, dirs):
-                topics[topic.name], dropped = _from_kafka(topic, dynamic, broker)
-                if announce:
-                    _warn_dropped(topic.name, dropped)
+            if not _hosted(topic, dirs):
+                continue
+            copy = _restored(fs, data_dir, topic.name, dirs[topic.name], announce)
+            if copy is not None and copy.topic_id == topic.topic_id:
+                # The catalog entry as it was, with what Kafka changed since (a later open).
+                topics[topic.name] = _merge_configs(copy, topic, dynamic, broker)
+                continue
+            topics[topic.name], dropped = _from_kafka(topic, dynamic, broker)
+            if announce:
+                _warn_dropped(topic.name, dropped)
         if topics and announce:
             compacted = sum(LogConfig.create(t.overrides, broker).compact for t in topics.values())
             logger.warning(
@@ -319,9 +500,9 @@ def _adopt(
     if metadata is None and dirs and announce and is_kafka_log_dir(fs, data_dir):
         logger.warning(
             "%s is a Kafka log directory (it has %s) without Kafka's metadata log %s: its "
-            "topics' configs are unknown here and are adopted as defaults, so a compacted topic "
-            "becomes a delete topic; to keep them, copy the metadata log (Kafka's "
-            "metadata.log.dir) beside the partition directories before the first open",
+            "topics' configs are unknown here, so they are adopted with retention disabled; to "
+            "keep their configs, copy the metadata log (Kafka's metadata.log.dir) beside the "
+            "partition directories before the first open",
             data_dir,
             META_PROPERTIES,
             METADATA_DIR,
@@ -329,11 +510,45 @@ def _adopt(
     for name, partitions in sorted(dirs.items()):
         if name in topics:
             continue
-        count = max(partitions) + 1
-        if announce:
-            logger.warning("adopting %s with %d partition(s) and default configs", name, count)
-        topics[name] = TopicInfo(name, count, new_topic_id(), {})
+        copy = _restored(fs, data_dir, name, partitions, announce)
+        if copy is not None:
+            if announce:
+                _announce_restored(copy, f"{TOPICS_FILE} is missing")
+            topics[name] = copy
+            continue
+        topics[name] = _unconfirmed(fs, data_dir, name, partitions, announce)
     return topics
+
+
+def _unconfirmed(
+    fs: FileSystem, data_dir: str, name: str, partitions: set[int], announce: bool
+) -> TopicInfo:
+    """A topic known only by its partition directories: its configs are unknown, so it is
+    adopted with retention disabled (:data:`RETENTION_DISABLED`) rather than with the default
+    ``delete`` policy, which would delete a compacted topic's old records at the next retention
+    run. The operator confirms its configs with ``configs alter``."""
+    highest = max(partitions)
+    first = os.path.join(data_dir, partition_dir_name(name, min(partitions)))
+    try:
+        count = check_partition_count(name, highest + 1, "its partition directories")
+    except ValueError as exc:
+        raise StorageError(
+            f"{os.path.join(data_dir, partition_dir_name(name, highest))}: {exc}; refusing to "
+            "adopt it (move the directory away to open the store)"
+        ) from exc
+    on_disk = read_partition_topic_id(fs, first)
+    topic_id = on_disk if on_disk is not None and is_valid_uuid(on_disk) else new_topic_id()
+    if announce:
+        logger.warning(
+            "adopting %s with %d partition(s) and retention disabled (%s): no entry in %s, no "
+            "%s in its partition directories and no Kafka metadata say what its configs were; "
+            "nothing of it is deleted or compacted until its configs are set, for example "
+            "`compactlog configs alter %s --set cleanup.policy=compact --delete retention.ms "
+            "--delete retention.bytes` for a compacted topic",
+            name, count, ", ".join(f"{k}={v}" for k, v in RETENTION_DISABLED.items()),
+            TOPICS_FILE, PARTITION_CATALOG_FILE, name,
+        )  # fmt: skip
+    return TopicInfo(name, count, topic_id, dict(RETENTION_DISABLED))
 
 
 def _merge(
@@ -445,8 +660,9 @@ def load_catalog(
     if topics is None:
         adopted = adopt_catalog(fs, data_dir, broker)
         return adopted, bool(adopted)
+    restored = restore_missing(fs, data_dir, topics)
     metadata = _read_metadata(fs, data_dir, required=False)
     if metadata is None:
-        return topics, False
+        return topics, restored
     changed = _merge(fs, data_dir, topics, metadata, broker)
-    return topics, changed
+    return topics, changed or restored

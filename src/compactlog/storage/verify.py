@@ -95,6 +95,7 @@ from compactlog.storage.segment import (
     TXN_INDEX_SUFFIX,
 )
 from compactlog.storage.topic_catalog import (
+    PARTITION_CATALOG_FILE,
     PARTITION_METADATA_FILE,
     TOPICS_FILE,
     is_kafka_log_dir,
@@ -102,7 +103,9 @@ from compactlog.storage.topic_catalog import (
 )
 from compactlog.storage.topic_names import parse_partition_dir_name, parse_special_dir_name
 
-_KNOWN_PARTITION_FILES: Final = frozenset({PARTITION_METADATA_FILE, "leader-epoch-checkpoint"})
+_KNOWN_PARTITION_FILES: Final = frozenset(
+    {PARTITION_METADATA_FILE, PARTITION_CATALOG_FILE, "leader-epoch-checkpoint"}
+)
 #: Files of a Kafka log directory's root that the store leaves alone (and so does verify).
 _KAFKA_ROOT_FILES: Final = frozenset({META_PROPERTIES, "bootstrap.checkpoint"})
 
@@ -335,7 +338,10 @@ def _adoption_note(
 ) -> str:
     topics = {topic for topic, _ in dirs}
     if metadata is None:
-        note = f"no {TOPICS_FILE}: the store adopts these partitions with default configs"
+        note = (
+            f"no {TOPICS_FILE}: the store restores these topics from their partitions' "
+            f"{PARTITION_CATALOG_FILE}, else adopts them with retention disabled"
+        )
         if is_kafka_log_dir(OsFileSystem(), root):
             note += (
                 f" (a Kafka log directory without Kafka's metadata log {METADATA_DIR}: its "
@@ -349,7 +355,10 @@ def _adoption_note(
         "with their configs and topic ids"
     )
     if unknown:
-        note += f", and {', '.join(unknown)} (unknown to it) with default configs"
+        note += (
+            f", and {', '.join(unknown)} (unknown to it) from their {PARTITION_CATALOG_FILE}, "
+            "else with retention disabled"
+        )
     return note
 
 

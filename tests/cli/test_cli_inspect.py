@@ -438,7 +438,7 @@ def test_foreign_files_are_notes(data: Path) -> None:
     notes = "\n".join(str(n) for n in report.notes)
     assert "README: foreign file, ignored" in notes
     assert "notes.txt: foreign file, ignored" in notes
-    assert ".log.deleted: leftover of a cleaner swap or deletion" in notes
+    assert ".log.deleted: leftover of a cleaner swap, a deletion or a salvage" in notes
     assert "lost+found: not a partition directory, ignored" in notes
     assert "gamma-0: not a partition of a topic in compactlog-topics.json" in notes
     assert "marked -delete" in notes

@@ -212,6 +212,12 @@ def test_salvage_and_quarantine_commands(open_store: StoreFactory, tmp_path: Pat
     [entry] = __import__("json").loads(listed.output)
     assert (entry["partition"], entry["offsets"], entry["size"]) == ("t-0", "5..5", size)
     assert "CRC mismatch" in entry["reason"]
+    verified = run(cli, ["--data-dir", data_dir, "verify"])
+    assert verified.exit_code == 0, verified.output
+    assert f"quarantined: bytes {positions[5]}..{positions[6]} of 00000000000000000000.log" in (
+        verified.output
+    )
+    assert "; 1 quarantined range(s)" in verified.output
     shown = run(cli, ["quarantine", "show", entry["path"]])
     assert "batch at 0: offsets 5..5, CRC mismatch, 1 record(s) decode" in shown.output, (
         shown.output

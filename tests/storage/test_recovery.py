@@ -132,9 +132,9 @@ def test_r3_garbage_tail(open_store: StoreFactory, tmp_path: Path, seed: int) ->
     stats = again.load_stats[("t", 0)]
     last = seg_i == len(segments) - 1
     assert again.log_end_offset("t", 0) == (base if last else end), f"seed {seed}"
-    assert [s.base_offset for s in again.segments("t", 0)] == [
-        s.base_offset for s in segments
-    ], f"seed {seed}"
+    assert [s.base_offset for s in again.segments("t", 0)] == [s.base_offset for s in segments], (
+        f"seed {seed}"
+    )
     assert stats.bytes_truncated == len(damaged) - position, f"seed {seed}"
     [kept] = quarantined(tmp_path)
     assert Path(kept.path).read_bytes() == damaged[position:], f"seed {seed}"

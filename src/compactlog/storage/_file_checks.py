@@ -25,7 +25,7 @@ from compactlog.storage.checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
 )
 from compactlog.storage.file_records import FileBatch, WalkEnd, iter_file_batches
-from compactlog.storage.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX
+from compactlog.storage.segment import CLEANED_SUFFIX, DELETED_SUFFIX, SALVAGED_SUFFIX, SWAP_SUFFIX
 
 #: Bytes read from a ``.log`` file at a time; a batch larger than this is read whole.
 READ_CHUNK: Final = 4 << 20
@@ -40,7 +40,7 @@ CHECKPOINT_FILES: Final = frozenset(
         "replication-offset-checkpoint",
     }
 )
-_STATE_SUFFIXES: Final = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
+_STATE_SUFFIXES: Final = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX, SALVAGED_SUFFIX)
 _SEGMENT_FILE: Final = re.compile(r"([0-9]{20})(\.[a-z]+)")
 
 _OFFSET_AND_LENGTH = struct.Struct(">qi")

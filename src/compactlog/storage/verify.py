@@ -87,6 +87,7 @@ from compactlog.storage.kraft_metadata import (
     has_metadata_log,
     read_kraft_metadata,
 )
+from compactlog.storage.quarantine import is_quarantine_file, list_quarantined
 from compactlog.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -122,6 +123,8 @@ class VerifyReport:
     segments: int = 0
     batches: int = 0
     bytes: int = 0
+    #: Damaged byte ranges kept in quarantine files (notes: the log itself is whole).
+    quarantined: int = 0
 
     @property
     def ok(self) -> bool:
@@ -133,6 +136,7 @@ class VerifyReport:
             f"{verdict}: {self.partitions} partition(s), {self.segments} segment(s), "
             f"{self.batches} batch(es), {self.bytes} bytes checked in {self.data_dir}; "
             f"{len(self.notes)} note(s)"
+            + (f"; {self.quarantined} quarantined range(s)" if self.quarantined else "")
         )
 
 
@@ -199,12 +203,27 @@ def _verify_partition(
             continue
         elif name.endswith(_STATE_SUFFIXES) and _SEGMENT_FILE.match(name):
             report.notes.append(
-                Problem(full, None, "leftover of a cleaner swap or deletion; the loader handles it")
+                Problem(
+                    full,
+                    None,
+                    "leftover of a cleaner swap, a deletion or a salvage; the loader handles it",
+                )
             )
-        elif name in _KNOWN_PARTITION_FILES:
+        elif name in _KNOWN_PARTITION_FILES or is_quarantine_file(name):
             continue
         else:
             report.notes.append(Problem(full, None, "foreign file, ignored"))
+    for kept in list_quarantined(ReadOnlyFileSystem(), directory):
+        report.quarantined += 1
+        report.notes.append(
+            Problem(
+                kept.path,
+                None,
+                f"quarantined: bytes {kept.start}..{kept.end} of {kept.log_file} "
+                f"({kept.size} bytes, offsets {kept.offsets}; {kept.reason}); see "
+                "`compactlog quarantine`",
+            )
+        )
     for base, orphans in sorted(others.items()):
         if base not in logs:
             for name in orphans:

@@ -460,7 +460,7 @@ def test_a_kafka_topic_keeps_compactlogs_alterations_through_its_copy(
 
 
 def test_a_huge_partition_count_in_the_topics_file_is_refused_creating_nothing(
-    tmp_path: Path, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     data = tmp_path / "data"
     data.mkdir()
@@ -472,26 +472,31 @@ def test_a_huge_partition_count_in_the_topics_file_is_refused_creating_nothing(
     }
     (data / TOPICS_FILE).write_text(json.dumps(doc))
     before = dir_listing(data)
-    with pytest.raises(StorageError) as raised:
-        Store.open(data, clock=clock)
-    text = str(raised.value)
+    report = verify_data_dir(str(data))  # a report refuses it at once
+    assert any(str(MAX_PARTITIONS_PER_TOPIC) in str(p) for p in report.problems)
+    # The store treats the file as damaged: it is kept aside, and the catalog is rebuilt from
+    # the partition directories (there are none): nothing is created.
+    store = Store.open(data, clock=clock)
+    store.close()
+    text = caplog.text
     assert str(data / TOPICS_FILE) in text
     assert "'big'" in text and "1000000000" in text and str(MAX_PARTITIONS_PER_TOPIC) in text
-    assert [n for n in dir_listing(data) if n != ".lock"] == [n for n in before if n != ".lock"]
-    report = verify_data_dir(str(data))  # a report refuses it at once too
-    assert any(str(MAX_PARTITIONS_PER_TOPIC) in str(p) for p in report.problems)
+    assert json.loads((data / f"{TOPICS_FILE}.corrupt-1").read_text()) == doc
+    assert before == [TOPICS_FILE]
+    assert not [p for p in data.iterdir() if p.is_dir()]  # no partition directory
 
 
 @pytest.mark.parametrize("partitions", [MAX_PARTITIONS_PER_TOPIC + 1, True, "3", 2.0])
 def test_partition_counts_of_the_topics_file_are_checked(
-    tmp_path: Path, clock: ManualClock, partitions: object
+    tmp_path: Path, clock: ManualClock, partitions: object, caplog: pytest.LogCaptureFixture
 ) -> None:
     data = tmp_path / "data"
     data.mkdir()
     doc = {"version": 1, "topics": {"t": {"partitions": partitions, "topic_id": "x", "config": {}}}}
     (data / TOPICS_FILE).write_text(json.dumps(doc))
-    with pytest.raises(StorageError, match="'t'"):
-        Store.open(data, clock=clock)
+    Store.open(data, clock=clock).close()
+    assert "'t'" in caplog.text and "is damaged" in caplog.text
+    assert (data / f"{TOPICS_FILE}.corrupt-1").exists()
     assert not (data / "t-0").exists()
 
 

@@ -24,7 +24,9 @@ Theory of operation, in the order the steps run:
    where they are, readers that reach them get an error naming the file and position, the
    cleaner leaves the partition alone, and the WARN says to run ``compactlog salvage``. The
    active segment's damaged tail is quarantined and cut (appends must not land behind
-   garbage), and a tail of zeros (pre-allocated space) is cut without a copy.
+   garbage). A tail of zeros is cut without a copy only in a pre-allocated segment
+   (``preallocate=true``), where it is unused space; elsewhere zeros replaced written bytes
+   and are quarantined like any damage, so that the offsets they held are reported.
 4. **Recovery** after an unclean stop (no ``.kafka_cleanshutdown`` marker): from the segment
    holding the recovery point to the end, every batch is re-checked (framing, CRC, offsets).
    Kafka truncates at the first invalid batch and deletes every later segment, because a
@@ -61,7 +63,7 @@ from compactlog.storage.local_log import LocalLog, segment_settings
 from compactlog.storage.log import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Log
 from compactlog.storage.producer_state import ProducerStateManager, rebuild_producer_state
 from compactlog.storage.quarantine import QuarantinedRange, quarantine_range
-from compactlog.storage.salvage import DamagedRange
+from compactlog.storage.salvage import DamagedRange, salvage_walk
 from compactlog.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -232,7 +234,8 @@ def _open_segments(
     first_recovered = 2**63 - 1
     if recover_from is not None and bases:
         first_recovered = max((b for b in bases if b <= recover_from), default=bases[0])
-    for base in bases:
+    for i, base in enumerate(bases):
+        end_offset = bases[i + 1] if i + 1 < len(bases) else None
         prefix = os.path.join(directory, f"{base:020d}")
         index_missing = not fs.exists(prefix + INDEX_SUFFIX)
         jitter = draw_roll_jitter(config.segment_jitter_ms, config.segment_ms, rng)
@@ -244,23 +247,25 @@ def _open_segments(
         segment.load_indexes()
         if base >= first_recovered:
             continue  # recovery re-reads it whole
-        problem = "the offset index is missing" if index_missing else _cheap_check(segment)
+        problem = (
+            "the offset index is missing" if index_missing else _cheap_check(segment, end_offset)
+        )
         if problem is None:
             continue
         logger.warning("%s: rebuilding the indexes from the log: %s", segment.log_path, problem)
         stats.messages.append(f"{segment.log_path}: {problem}")
         stats.indexes_rebuilt += 1
-        damaged = segment.rebuild_indexes()
+        damaged = segment.rebuild_indexes(end_offset)
         if not damaged:
             continue
         if base == bases[-1]:
             # The active segment: appends must not land behind damage at its tail.
             tail = [d for d in damaged if d.tail]
-            _quarantine_and_cut(segment, tail, now_ms, stats)
+            _quarantine_and_cut(segment, tail, now_ms, stats, end_offset)
             damaged = [d for d in damaged if not d.tail]
-        else:
+        elif settings.preallocate:
             zeros = [d for d in damaged if d.tail and d.zeros]
-            _quarantine_and_cut(segment, zeros, now_ms, stats)
+            _quarantine_and_cut(segment, zeros, now_ms, stats, end_offset)
             damaged = [d for d in damaged if not (d.tail and d.zeros)]
         for d in damaged:
             stats.damaged_in_place.append((segment.log_path, d))
@@ -279,36 +284,42 @@ def _open_segments(
     return segments
 
 
-def _cheap_check(segment: LogSegment) -> str | None:
+def _cheap_check(segment: LogSegment, end_offset: int | None) -> str | None:
     """What is wrong with a segment, as far as its indexes and its tail show (None: nothing)."""
     try:
         segment.offset_index.check(segment.size)
         segment.time_index.check(2**63 - 1)
         _check_last_index_entry(segment)
-        _check_tail(segment)
     except CorruptIndexError as exc:
         return str(exc)
+    return _tail_problem(segment, end_offset)
+
+
+def _tail_problem(segment: LogSegment, end_offset: int | None) -> str | None:
+    """The batches after the last offset-index entry (a few KiB) must be valid (framing, CRC,
+    offsets) and end exactly at the file's end."""
+    last_indexed, _ = segment.offset_index.last_entry()
+    position = segment.indexed_position(last_indexed)
+    for item in salvage_walk(
+        segment.log, segment.base_offset, position, segment.log.size(), end_offset=end_offset
+    ):
+        if isinstance(item, DamagedRange):
+            return f"the tail is damaged at position {item.start}: {item.reason}"
     return None
 
 
-def _check_tail(segment: LogSegment) -> None:
-    """The batches after the last offset-index entry must end exactly at the file's end."""
-    last_indexed, _ = segment.offset_index.last_entry()
-    try:
-        for _ in segment.batches(segment.indexed_position(last_indexed)):
-            pass
-    except CompactlogError as exc:
-        raise CorruptIndexError(f"{segment.log_path}: the tail is damaged: {exc}") from exc
-
-
 def _quarantine_and_cut(
-    segment: LogSegment, damaged: list[DamagedRange], now_ms: int, stats: LoadStats
+    segment: LogSegment,
+    damaged: list[DamagedRange],
+    now_ms: int,
+    stats: LoadStats,
+    end_offset: int | None = None,
 ) -> None:
     """Copy every damaged range that holds written bytes to quarantine, then cut them all."""
     if not damaged:
         return
     for d in damaged:
-        if d.zeros:
+        if d.zeros and d.tail and segment.settings.preallocate:
             logger.info(
                 "%s: dropping %d zero bytes at %d..%d (pre-allocated or never written)",
                 segment.log_path,
@@ -329,7 +340,7 @@ def _quarantine_and_cut(
             kept.offsets,
             kept.path,
         )
-    cut = segment.cut_damage(damaged)
+    cut = segment.cut_damage(damaged, end_offset)
     stats.bytes_truncated += cut
     stats.messages.append(f"cut {cut} damaged bytes from {segment.log_path}")
 
@@ -487,7 +498,9 @@ def _recover_unflushed(
     for i, segment in enumerate(segments):
         if segment.base_offset <= recovery_point:
             start = i
-    for segment in segments[start:]:
+    for i in range(start, len(segments)):
+        segment = segments[i]
+        end_offset = segments[i + 1].base_offset if i + 1 < len(segments) else None
         stats.segments_recovered += 1
-        damaged = segment.rebuild_indexes()
-        _quarantine_and_cut(segment, damaged, now_ms, stats)
+        damaged = segment.rebuild_indexes(end_offset)
+        _quarantine_and_cut(segment, damaged, now_ms, stats, end_offset)

@@ -394,7 +394,9 @@ class Log:
             return
         i = self._segment_index_for(segments, start_offset)
         first = True
-        for segment in segments[i:]:
+        expected = 0  # the smallest base offset the next batch may have
+        for k in range(i, len(segments)):
+            segment = segments[k]
             if segment.base_offset >= upper:
                 return
             if first:
@@ -405,9 +407,20 @@ class Log:
                 position = batch.position
             else:
                 position = 0
+            bound = segments[k + 1].base_offset if k + 1 < len(segments) else None
             for batch in segment.batches(position, verify_crc=verify_crc):
-                if batch.header.base_offset >= upper:
+                header = batch.header
+                if header.base_offset >= upper:
+                    # Beyond the read; but a base offset past the live log end offset (its
+                    # bytes are outside the CRC) is damage, not the end of the data.
+                    if header.base_offset > self.log_end_offset:
+                        raise _misplaced(segment, batch, f"the log ends at {self.log_end_offset}")
                     return
+                if header.base_offset < expected:
+                    raise _misplaced(segment, batch, f"the batch before ends at {expected - 1}")
+                if bound is not None and header.last_offset >= bound:
+                    raise _misplaced(segment, batch, f"the next segment starts at {bound}")
+                expected = header.next_offset
                 yield batch
 
     def read(self, start_offset: int, max_bytes: int, *, min_one_batch: bool = True) -> bytes:
@@ -626,3 +639,12 @@ class Log:
             self.local_log.delete_all_segments()
             self._closed = True
             self.local_log.delete_dir()
+
+
+def _misplaced(segment: LogSegment, batch: FileBatch, why: str) -> CorruptRecordError:
+    header = batch.header
+    return CorruptRecordError(
+        f"{segment.log_path}: position {batch.position}: the batch of offsets "
+        f"{header.base_offset}..{header.last_offset} is damaged: its base offset does not fit "
+        f"({why})"
+    )

@@ -25,6 +25,7 @@ now and then, so a log start moved by retention or DeleteRecords may show a litt
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -57,6 +58,8 @@ from compactlog.storage.topic_catalog import (
 )
 from compactlog.storage.topic_names import partition_dir_name
 
+logger = logging.getLogger("compactlog.storage")
+
 
 @dataclass(frozen=True)
 class TopicEntry:
@@ -71,7 +74,13 @@ def read_topics(data_dir: str, broker: BrokerConfig) -> dict[str, TopicEntry]:
     """The store's topics with their effective configs (overrides over ``broker``'s defaults)."""
     if not os.path.isdir(data_dir):
         raise StorageError(f"the data directory {data_dir} does not exist")
-    catalog = read_topics_file(ReadOnlyFileSystem(), data_dir)
+    try:
+        catalog = read_topics_file(ReadOnlyFileSystem(), data_dir)
+    except StorageError as exc:
+        # What the store does at open: the damaged file is set aside and the catalog rebuilt
+        # from the partition directories' copies.
+        logger.warning("%s; reading the partition directories' copies instead", exc)
+        catalog = None
     if catalog is None:
         return _adopted_topics(data_dir, broker)
     # Topics the file lacks but whose partition directories keep a copy of their entry: the

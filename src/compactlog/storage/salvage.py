@@ -76,7 +76,9 @@ class DamagedRange:
         return self.next_valid_offset is None
 
 
-def _problem(batch: FileBatch, next_offset: int, base_offset: int) -> str | None:
+def _problem(
+    batch: FileBatch, next_offset: int, base_offset: int, end_offset: int | None
+) -> str | None:
     """Why a framed batch is not valid here, or None."""
     data, header = batch.data, batch.header
     if len(data) < RECORD_BATCH_OVERHEAD:
@@ -94,6 +96,8 @@ def _problem(batch: FileBatch, next_offset: int, base_offset: int) -> str | None
         )
     if header.last_offset < header.base_offset:
         return f"last offset {header.last_offset} is below base offset {header.base_offset}"
+    if end_offset is not None and header.last_offset >= end_offset:
+        return f"last offset {header.last_offset} reaches the next segment's base {end_offset}"
     return None
 
 
@@ -104,39 +108,71 @@ def salvage_walk(
     end: int | None = None,
     *,
     next_offset: int | None = None,
+    end_offset: int | None = None,
 ) -> Iterator[FileBatch | DamagedRange]:
     """Every valid batch of ``[start, end)`` in file order, with a :class:`DamagedRange` for
     each stretch of bytes between them that holds none (see the module docstring).
 
     ``base_offset`` is the segment's; ``next_offset`` the smallest base offset a batch at
-    ``start`` may have (the segment's base offset by default).
+    ``start`` may have (the segment's base offset by default); ``end_offset``, when known (the
+    next segment's base offset), bounds every batch's last offset.
+
+    The base offset is the one field outside the CRC that a reader trusts, so a batch is only
+    handed out once the batch after it agrees: if that one goes back below the batch's next
+    offset but follows on from the batch before it, the base offset in between is the damaged
+    field, and that batch is reported as damage.
     """
     limit = handle.size() if end is None else end
     position = start
-    expected = base_offset if next_offset is None else next_offset
+    confirmed = base_offset if next_offset is None else next_offset
+    pending: FileBatch | None = None
     while position < limit:
         walk = WalkEnd()
         reason: str | None = None
         for batch in iter_file_batches(handle, position, limit, stop=walk):
-            reason = _problem(batch, expected, base_offset)
+            header = batch.header
+            reason = _problem(batch, confirmed, base_offset, end_offset)
+            if reason is None and pending is not None:
+                if header.base_offset >= pending.header.next_offset:
+                    yield pending
+                    confirmed = pending.header.next_offset
+                else:
+                    yield DamagedRange(
+                        pending.position,
+                        batch.position,
+                        f"base offset {pending.header.base_offset} does not fit between its "
+                        f"neighbours (the batch before ends at {confirmed - 1}, the batch "
+                        f"after starts at {header.base_offset})",
+                        confirmed,
+                        header.base_offset,
+                    )
             if reason is not None:
-                position = batch.position
-                break
-            yield batch
-            expected = batch.header.next_offset
+                if pending is not None:
+                    yield pending
+                    confirmed = pending.header.next_offset
+                    pending = None
+                    reason = _problem(batch, confirmed, base_offset, end_offset)
+                if reason is not None:
+                    position = batch.position
+                    break
+            pending = batch
             position = batch.position + len(batch.data)
         else:
+            if pending is not None:
+                yield pending
+                confirmed = pending.header.next_offset
+                pending = None
             if walk.problem is None:
                 return
             position, reason = walk.position, walk.problem
-        found = _next_valid(handle, position + 1, limit, expected, base_offset)
+        found = _next_valid(handle, position + 1, limit, confirmed, base_offset)
         if found is None:
             yield DamagedRange(
-                position, limit, reason, expected, None, _all_zero(handle, position, limit)
+                position, limit, reason, confirmed, None, _all_zero(handle, position, limit)
             )
             return
         found_position, found_base = found
-        yield DamagedRange(position, found_position, reason, expected, found_base)
+        yield DamagedRange(position, found_position, reason, confirmed, found_base)
         position = found_position
 
 

@@ -426,13 +426,14 @@ class LogSegment:
         return self._log.map_read(self._size)
 
     # --- recovery -----------------------------------------------------------------------
-    def rebuild_indexes(self) -> list[DamagedRange]:
+    def rebuild_indexes(self, end_offset: int | None = None) -> list[DamagedRange]:
         """Rebuild both indexes from the log over its valid batches; returns the damaged ranges.
 
         No byte of the log changes and the segment's size becomes the file's size (damage left
         in place stays visible to readers, which fail on it). The indexing rule is the append's,
         batch by batch, plus an offset-index entry at the first valid batch after each damaged
-        range, so that a read of a later offset starts beyond the damage.
+        range, so that a read of a later offset starts beyond the damage. ``end_offset`` is the
+        next segment's base offset, when there is one: no batch may reach it.
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -443,7 +444,7 @@ class LogSegment:
         first_ts: int | None = None
         damaged: list[DamagedRange] = []
         after_damage = False
-        for item in salvage_walk(self._log, self.base_offset, 0, file_size):
+        for item in salvage_walk(self._log, self.base_offset, 0, file_size, end_offset=end_offset):
             if isinstance(item, DamagedRange):
                 damaged.append(item)
                 after_damage = True
@@ -473,7 +474,7 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         return damaged
 
-    def cut_damage(self, damaged: list[DamagedRange]) -> int:
+    def cut_damage(self, damaged: list[DamagedRange], end_offset: int | None = None) -> int:
         """Remove ``damaged`` (as :meth:`rebuild_indexes` found it) from the log and rebuild the
         indexes; returns the bytes removed.
 
@@ -511,7 +512,7 @@ class LogSegment:
             self.fs.rename(target, self.log_path)
             self.fs.sync_dir(self.directory)
             self._log = self.fs.open(self.log_path)
-        left = self.rebuild_indexes()
+        left = self.rebuild_indexes(end_offset)
         if left:  # the valid bytes were re-checked as they were copied: not expected
             raise CorruptRecordError(
                 f"{self.log_path}: still damaged after cutting {removed} bytes: {left[0].reason}"

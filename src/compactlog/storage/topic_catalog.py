@@ -225,10 +225,24 @@ def _entry_doc(info: TopicInfo) -> dict[str, object]:
     return entry
 
 
+def set_aside_damaged_topics_file(fs: FileSystem, data_dir: str) -> str:
+    """Rename a damaged topics file to ``compactlog-topics.json.corrupt-<n>`` (kept, never
+    deleted) so that a new one can be written; returns the new name."""
+    path = os.path.join(data_dir, TOPICS_FILE)
+    n = 1
+    while fs.exists(f"{path}.corrupt-{n}"):
+        n += 1
+    aside = f"{path}.corrupt-{n}"
+    fs.rename(path, aside)
+    fs.sync_dir(data_dir)
+    return aside
+
+
 def read_topics_file(fs: FileSystem, data_dir: str) -> dict[str, TopicInfo] | None:
     """The topics of ``compactlog-topics.json`` (None when there is no such file); a damaged file
-    raises :class:`StorageError` rather than let a store guess which topics exist. Partition
-    counts are bounded by :data:`MAX_PARTITIONS_PER_TOPIC`."""
+    raises :class:`StorageError` (:func:`load_catalog` then sets it aside and rebuilds the
+    catalog from the partition directories' copies). Partition counts are bounded by
+    :data:`MAX_PARTITIONS_PER_TOPIC`."""
     path = os.path.join(data_dir, TOPICS_FILE)
     if not fs.exists(path):
         return None
@@ -238,9 +252,7 @@ def read_topics_file(fs: FileSystem, data_dir: str) -> dict[str, TopicInfo] | No
         for name, entry in doc["topics"].items():
             topics[name] = _entry_info(name, entry, path)
     except (ValueError, KeyError, TypeError, AttributeError, CompactlogError) as exc:
-        raise StorageError(
-            f"{path} is damaged ({exc}); refusing to open rather than guess which topics exist"
-        ) from exc
+        raise StorageError(f"{path} is damaged ({exc})") from exc
     return topics
 
 
@@ -656,7 +668,25 @@ def load_catalog(
     ``broker`` only validates Kafka's configs (the store's settings decide which values it
     accepts); it does not change what is adopted.
     """
-    topics = read_topics_file(fs, data_dir)
+    try:
+        topics = read_topics_file(fs, data_dir)
+        for name, info in (topics or {}).items():
+            try:
+                LogConfig.create(info.overrides, broker)
+            except CompactlogError as exc:
+                raise StorageError(
+                    f"{os.path.join(data_dir, TOPICS_FILE)} is damaged (topic {name!r}: {exc})"
+                ) from exc
+    except StorageError as exc:
+        aside = set_aside_damaged_topics_file(fs, data_dir)
+        logger.warning(
+            "%s; kept the damaged file as %s and rebuilt the catalog from each partition "
+            "directory's %s (topics without one keep their data with retention disabled)",
+            exc,
+            aside,
+            PARTITION_CATALOG_FILE,
+        )
+        topics = None
     if topics is None:
         adopted = adopt_catalog(fs, data_dir, broker)
         return adopted, bool(adopted)

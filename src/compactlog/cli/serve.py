@@ -7,14 +7,13 @@ import contextlib
 import errno
 import logging
 import resource
-import signal
 import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import click
 
-from compactlog.cli.common import EXIT_USAGE, CliError, library_error, state
+from compactlog.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, CliError, library_error, state
 from compactlog.errors import ConfigError
 from compactlog.storage.config import parse_config_assignments
 
@@ -71,11 +70,10 @@ def _broker_log(verbose: bool) -> Iterator[None]:
 
 
 async def _serve(broker: Broker) -> None:
-    loop = asyncio.get_running_loop()
+    from compactlog.broker.server import SignalStopper  # noqa: PLC0415 - see DEFAULT_LISTEN
+
     stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
+    with SignalStopper(broker, stop.set, EXIT_INTERRUPTED):
         try:
             await broker.start()
         except OSError as exc:
@@ -87,11 +85,7 @@ async def _serve(broker: Broker) -> None:
                 ) from exc
             raise
         await stop.wait()
-        logger.info("stopping on a signal")
         await broker.stop()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
 
 
 @click.command()

@@ -123,7 +123,24 @@ MAX_RECORDS_PER_USER_OP = 10_000
 #: It also bounds what a creation costs here: a directory and four files per partition.
 MAX_PARTITIONS_PER_CREATE = MAX_RECORDS_PER_USER_OP - 1
 
+#: Files a partition keeps open at least (its active segment's .log, .index and .timeindex).
+FILES_PER_PARTITION = 3
+#: Descriptors left for everything else (connections, checkpoints, the cleaner's files) when a
+#: creation checks that its partitions' files fit under the limit of open files.
+_SPARE_FILES = 256
+
 _BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+def _open_files_limit() -> int | None:
+    """The soft limit of open files (``ulimit -n``), or None where there is none to read."""
+    try:
+        import resource  # noqa: PLC0415 - POSIX only
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else int(soft)
 
 
 def _type_name(value: object) -> str:
@@ -463,6 +480,15 @@ class Store:
                 f"{MAX_RECORDS_PER_USER_OP} metadata records per request)"
             )
         _check_mapping("config", config)
+        limit = _open_files_limit()
+        needed = FILES_PER_PARTITION * (len(self._logs) + partitions) + _SPARE_FILES
+        if limit is not None and needed > limit:
+            raise InvalidPartitionsError(
+                f"topic {name!r} cannot be created with {partitions} partitions: with the "
+                f"{len(self._logs)} partitions open, the store would keep at least "
+                f"{needed - _SPARE_FILES} files open, and the limit of open files (ulimit -n) is "
+                f"{limit} ({_SPARE_FILES} are kept for connections and other files)"
+            )
         log_config = LogConfig.create(dict(config or {}), self.broker)
         with self._lock:
             self._check_open()

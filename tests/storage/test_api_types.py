@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from compactlog.errors import CompactlogError, InvalidArgumentError, InvalidPartitionsError
+from compactlog.log_manager import LogManager
 from compactlog.storage.store import MAX_PARTITIONS_PER_CREATE, Store
 
 Call = Callable[[Store], object]
@@ -123,3 +124,22 @@ def test_a_huge_partition_count_is_refused_at_once(store: Store) -> None:
         store.create_topic("huge", 99_999_999_999)
     assert store.topics() == ["t"]
     assert not any(p.name.startswith("huge") for p in Path(store.path).iterdir())
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda m: m.clean(now=1.5), "now"),
+        (lambda m: m.clean_log("t", 0, now="1"), "now"),
+        (lambda m: m.clean_log("t", True), "partition"),
+        (lambda m: m.clean_log(b"t", 0), "topic"),
+    ],
+    ids=["clean now=1.5", "clean_log now='1'", "clean_log partition=True", "clean_log topic=b't'"],
+)
+def test_log_manager_checks_its_argument_types(
+    tmp_path: Path, call: Callable[[LogManager], object], argument: str
+) -> None:
+    with LogManager.open(tmp_path / "data", lambda: 1_700_000_000_000) as manager:
+        manager.store.create_topic("t", 1, {"cleanup.policy": "compact"})
+        with pytest.raises(InvalidArgumentError, match=argument):
+            call(manager)

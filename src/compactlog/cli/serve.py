@@ -137,8 +137,12 @@ def serve(
           --advertise broker1.example.com:9092 --metrics 127.0.0.1:9308 \\
           --config log.cleaner.threads=2 --config auto.create.topics.enable=false
 
+    A request that keeps the broker busy for 5 s after the signal, or a second signal, ends the
+    process at once without a clean shutdown (the next start recovers, as after a crash).
+
     Exit codes: 0 stopped by a signal, 2 bad option or setting, or the address is in use,
-    3 storage error (a data directory locked by another process, damaged files).
+    3 storage error (a data directory locked by another process, damaged files), 130 stopped
+    without a clean shutdown (see above).
     """
     from compactlog.broker.server import Broker, new_event_loop  # noqa: PLC0415 - see DEFAULT_LISTEN
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from compactlog.errors import CompactlogError, InvalidArgumentError, InvalidPartitionsError
@@ -109,6 +110,12 @@ def test_a_wrong_type_is_a_compactlog_error_naming_the_argument(
 def test_store_open_checks_its_argument_types(tmp_path: Path, name: str, args: tuple[Any]) -> None:
     with pytest.raises(InvalidArgumentError, match=name):
         Store.open(*(str(tmp_path / a) if a == "d" else a for a in args))  # type: ignore[arg-type]
+
+
+def test_numpy_integers_are_integers(store: Store) -> None:
+    assert [r.value for r in store.read("t", np.int32(0), offset=np.int64(0))] == [b"v"]
+    store.create_topic("n", np.int64(2))
+    assert store.partitions("n") == 2
 
 
 def test_bytes_like_keys_and_values_are_accepted(store: Store) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import numbers
 import os
 import random
 import threading
@@ -151,7 +152,8 @@ def _check_int(name: str, value: object, *, optional: bool = False) -> None:
     """``value`` must be an int (not a bool, which is one to Python), or None if optional."""
     if optional and value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int):
+    # numbers.Integral: numpy's integers are not ints but are integers (offsets from arrays).
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         wanted = "an int or None" if optional else "an int"
         raise InvalidArgumentError(f"{name} must be {wanted}, not {_type_name(value)} {value!r}")
 
@@ -464,11 +466,12 @@ class Store:
         :data:`MAX_PARTITIONS_PER_CREATE`) and per-topic config overrides."""
         _check_str("name", name)
         validate_topic_name(name)
-        if isinstance(partitions, bool) or not isinstance(partitions, int):
+        if isinstance(partitions, bool) or not isinstance(partitions, numbers.Integral):
             raise InvalidArgumentError(
                 f"partitions of topic {name!r} must be an int, not "
                 f"{_type_name(partitions)} {partitions!r}"
             )
+        partitions = int(partitions)  # a numpy integer would not go into the catalog's JSON
         if partitions < 1:
             raise InvalidPartitionsError(
                 f"number of partitions must be at least 1, got {partitions}"

@@ -200,6 +200,11 @@ class InvalidRequestError(CompactlogError):
     error_code = INVALID_REQUEST
 
 
+class InvalidArgumentError(InvalidRequestError, TypeError):
+    """A library call got an argument of the wrong type (a float offset, a str where bytes go);
+    the message names the argument. Also a ``TypeError``, as Python callers expect."""
+
+
 class ProtocolError(CompactlogError):
     """A peer sent bytes that are not a well-formed Kafka request or response (a bad length,
     a truncated field, a frame over the size limit)."""

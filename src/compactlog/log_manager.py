@@ -36,7 +36,7 @@ from types import TracebackType
 from typing import Any
 
 from compactlog.cleaner.service import CleanResult, LogCleaner
-from compactlog.errors import CompactlogError
+from compactlog.errors import CompactlogError, InvalidArgumentError
 from compactlog.storage.datadir import DataDirLock
 from compactlog.storage.fs import FileSystem
 from compactlog.storage.store import Clock, Store
@@ -104,12 +104,14 @@ class LogManager:
         compacted logs; returns what it did. A log whose cleaning fails is marked uncleanable
         and reported in the result, never raised. Works whether or not background cleaning runs.
         """
+        _check_now(now)
         return self.cleaner.clean(now)
 
     def clean_log(self, topic: str, partition: int, now: int | None = None) -> CleanResult:
         """Clean this log now, whatever its dirty ratio or compaction lag (never the active
         segment, never inside ``min.compaction.lag.ms``; no retention)."""
         self.store.log(topic, partition)
+        _check_now(now)
         return self.cleaner.clean_log(topic, partition, now)
 
     # --- the periodic tasks -------------------------------------------------------------------
@@ -186,3 +188,10 @@ class LogManager:
         what a crash leaves on disk)."""
         self.stop()
         self.store.abandon()
+
+
+def _check_now(now: object) -> None:
+    if now is not None and (isinstance(now, bool) or not isinstance(now, int)):
+        raise InvalidArgumentError(
+            f"now must be epoch milliseconds (an int) or None, not {type(now).__name__} {now!r}"
+        )

@@ -118,6 +118,9 @@ class Connection(asyncio.Protocol):
         self._close_delay_s: float | None = None  # close once the queue is answered, this late
         self._closing = False
         self._counted = False
+        #: Whether a whole request (even an undecodable one) has arrived: a connection that
+        #: has sent none may be closed to make room for a new one (see Broker._admit).
+        self.served = False
         self._write_paused = False
         self._drained: asyncio.Future[None] | None = None
 
@@ -207,6 +210,13 @@ class Connection(asyncio.Protocol):
             self._processor.cancel()
         self._close_transport()
 
+    def unserved_silence(self, now: float) -> float | None:
+        """Seconds since the last byte of a connection that has not sent one whole request
+        (None once it has, or while it is closing)."""
+        if self.served or self._closing or self._input_ended:
+            return None
+        return now - self._last_active
+
     def close_if_idle(self, now: float) -> bool:
         """Close the connection if nothing went in or out for ``connections.max.idle.ms`` and no
         request is queued or in progress (the broker's idle check calls this periodically)."""
@@ -226,6 +236,7 @@ class Connection(asyncio.Protocol):
     # --- arrival --------------------------------------------------------------------------------
     def _arrived(self, frame: bytes) -> bool:
         """Decode and queue one request; False when the connection must read no more."""
+        self.served = True
         try:
             request: Request | _TooNewApiVersions = decode_request(frame)
         except UnsupportedRequestError as exc:

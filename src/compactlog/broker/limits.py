@@ -16,7 +16,12 @@ setting                                           default         enforced by
 decompressed size of one batch                    2 x max.        the store's decompression guard:
                                                   message.bytes   a larger expansion is
                                                   + 8 MiB         CORRUPT_MESSAGE, nothing appended
-``max.connections``                               1000            accept: one more is closed at once
+``max.connections``                               1000            accept: one more is closed at
+                                                                  once, unless an unserved one
+                                                                  makes room (see below)
+``max.connections.per.ip``                        2147483647      accept: one more from the same
+(``max.connections.per.ip.overrides``:            (Kafka's)       address is closed at once
+``host:count,ip:count``)
 ``connections.max.idle.ms``                       600000 (10 min) each connection: no byte in or out
                                                                   for that long (and no request in
                                                                   progress) closes it
@@ -51,6 +56,20 @@ Why these values:
   descriptors of its own for segment and index files; a bound well under the usual hard limit of
   open files keeps a connection flood from starving the store. ``compactlog serve`` raises the
   soft limit of open files to the hard limit at start, as the JVM does for Kafka.
+* ``max.connections.per.ip``: Kafka's setting, default and semantics: the connection that would
+  be one more than the limit from its address is closed as soon as it is accepted (Kafka's
+  ``ConnectionQuotas`` throws ``TooManyConnectionsException`` and closes it). Overrides name an
+  address or a host name (resolved at start, as Kafka resolves them); 0 is allowed only with
+  overrides, as in Kafka.
+* Unserved connections make room: a flood of connections that send nothing (or half a request)
+  and then sit idle would otherwise hold every ``max.connections`` slot for
+  ``connections.max.idle.ms`` (10 minutes) and lock every client out. So when the broker is
+  full, the new connection is admitted and the oldest connection that has not sent one whole
+  request and has been silent for :data:`UNSERVED_EVICT_AFTER_S` is closed instead. A real
+  client sends its first request (ApiVersions) within milliseconds of connecting, and one that
+  has been served is never closed this way. Kafka has no such rule because it does not refuse
+  at ``max.connections``: its acceptor stops accepting until a slot frees, so the same flood
+  holds Kafka's clients back in the listen backlog instead.
 * ``connections.max.idle.ms``: Kafka's default. A client that vanished without a FIN (a pulled
   cable, a killed VM) would otherwise hold its connection slot for ever.
 * In-flight requests: Kafka reads one request per connection at a time (it mutes the socket until
@@ -84,12 +103,14 @@ __all__ = [
     "DEFAULT_FAILED_REQUEST_CLOSE_DELAY_MS",
     "DEFAULT_FETCH_MAX_BYTES",
     "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_CONNECTIONS_PER_IP",
     "DEFAULT_MAX_IN_FLIGHT_REQUESTS",
     "DEFAULT_MESSAGE_MAX_BYTES",
     "DEFAULT_SOCKET_REQUEST_MAX_BYTES",
     "METRICS_REQUEST_MAX_BYTES",
     "METRICS_REQUEST_TIMEOUT_S",
     "SHUTDOWN_GRACE_S",
+    "UNSERVED_EVICT_AFTER_S",
     "Limits",
 ]
 
@@ -99,6 +120,11 @@ DEFAULT_SOCKET_REQUEST_MAX_BYTES = MAX_REQUEST_FRAME_SIZE
 DEFAULT_MESSAGE_MAX_BYTES = DEFAULT_MAX_MESSAGE_BYTES
 #: ``max.connections``: concurrent client connections (Kafka: unlimited; see the docstring).
 DEFAULT_MAX_CONNECTIONS = 1000
+#: ``max.connections.per.ip``: connections from one address (Kafka's default: Integer.MAX_VALUE).
+DEFAULT_MAX_CONNECTIONS_PER_IP = 2**31 - 1
+#: A connection silent this long without having sent one whole request may be closed to admit
+#: a new one when ``max.connections`` are open (see the docstring).
+UNSERVED_EVICT_AFTER_S = 1.0
 #: ``connections.max.idle.ms``: an idle connection is closed after this long (Kafka's default).
 DEFAULT_CONNECTIONS_MAX_IDLE_MS = 600_000
 #: ``compactlog.max.in.flight.requests.per.connection``: requests read ahead of the answers.
@@ -127,3 +153,6 @@ class Limits:
     max_in_flight_requests: int = DEFAULT_MAX_IN_FLIGHT_REQUESTS
     failed_request_close_delay_ms: int = DEFAULT_FAILED_REQUEST_CLOSE_DELAY_MS
     fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES
+    max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP
+    #: ``max.connections.per.ip.overrides`` as written: (host or address, limit) pairs.
+    max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = ()

@@ -154,9 +154,10 @@ def render(metrics: BrokerMetrics, logs: LogManager | None) -> str:
         ("kafka_server_socket_server_metrics_connection_close_total",
          metrics.connections_closed, "Client connections closed."),
         ("compactlog_broker_connections_rejected_total", metrics.connections_rejected,
-         "Connections closed on accept because max.connections were open."),
+         "Connections closed on accept: max.connections or max.connections.per.ip were open."),
         ("compactlog_broker_connections_idle_closed_total", metrics.connections_idle_closed,
-         "Connections closed after connections.max.idle.ms without traffic."),
+         "Connections closed after connections.max.idle.ms without traffic, or silent "
+         "without a request when max.connections were open."),
         ("compactlog_broker_invalid_requests_total", metrics.invalid_requests,
          "Connections closed for a request that could not be read (bad frame, bad bytes, "
          "unsupported API or version)."),

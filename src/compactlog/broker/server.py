@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -51,15 +52,23 @@ from compactlog.broker.connection import Connection
 from compactlog.broker.context import BrokerContext
 from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from compactlog.broker.coordinator.service import GroupCoordinator
-from compactlog.broker.limits import SHUTDOWN_GRACE_S
+from compactlog.broker.limits import SHUTDOWN_GRACE_S, UNSERVED_EVICT_AFTER_S, Limits
 from compactlog.broker.metrics import MetricsServer, render
 from compactlog.broker.node_state import ProducerIdManager, load_cluster_id
 from compactlog.broker.settings import BrokerSettings
+from compactlog.errors import ConfigError
 from compactlog.log_manager import LogManager
 from compactlog.records import Compression, build_batch, decode_columns
 from compactlog.storage.store import Store, system_clock
 
-__all__ = ["DEFAULT_LISTEN", "Broker", "BrokerThread", "new_event_loop"]
+__all__ = [
+    "DEFAULT_LISTEN",
+    "STOP_DEADLINE_S",
+    "Broker",
+    "BrokerThread",
+    "SignalStopper",
+    "new_event_loop",
+]
 
 logger = logging.getLogger("compactlog.broker")
 
@@ -77,6 +86,12 @@ DEFAULT_LISTEN = ("127.0.0.1", 9092)
 _WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 #: At most one "too many connections" log line per this many seconds.
 _REJECT_LOG_INTERVAL_S = 1.0
+#: After SIGTERM or SIGINT, the event loop must begin :meth:`Broker.stop` within this long.
+#: The loop runs the store's calls synchronously, so one long call (a request that creates
+#: thousands of partitions, an fsync on a stalled disk) keeps it from reacting; past this, the
+#: process exits without a clean shutdown (the next start recovers, as after a crash) rather
+#: than ignore the signal.
+STOP_DEADLINE_S = 5.0
 #: Idle connections are looked for every quarter of connections.max.idle.ms, at most this far
 #: apart, so one is closed at most 25 % (or a second) late.
 _IDLE_CHECK_MAX_INTERVAL_S = 1.0
@@ -156,10 +171,18 @@ class Broker:
         self._state = "new"  # new -> starting -> running -> stopping -> stopped
         self._last_reject_log = 0.0
         self._rejected_since_log = 0
+        #: Open connections by remote address, and max.connections.per.ip.overrides resolved.
+        self._per_ip_counts: dict[str, int] = {}
+        self._per_ip_limits: dict[str, int] = {}
 
     @property
     def running(self) -> bool:
         return self._state == "running"
+
+    @property
+    def state(self) -> str:
+        """new, starting, running, stopping or stopped."""
+        return self._state
 
     @property
     def groups(self) -> GroupCoordinator | None:
@@ -176,6 +199,7 @@ class Broker:
         try:
             settings = BrokerSettings.from_mapping(self.config)
             self.settings = settings
+            self._per_ip_limits = await asyncio.to_thread(_resolve_per_ip_limits, settings.limits)
             self.log_manager = await asyncio.to_thread(self._open_logs, settings)
             self.store = self.log_manager.store
             await self._start_serving(self.log_manager, settings)
@@ -254,28 +278,74 @@ class Broker:
     def _new_connection(self) -> Connection:
         ctx = self.ctx
         assert ctx is not None
-        return Connection(ctx, admit=self._admit, on_close=self._connections.discard)
+        return Connection(ctx, admit=self._admit, on_close=self._forget)
 
     def _admit(self, connection: Connection) -> bool:
-        """Take a new connection, unless the broker stops or ``max.connections`` are open."""
+        """Take a new connection, unless the broker stops, ``max.connections.per.ip`` are open
+        from its address, or ``max.connections`` are open and none of them is an unserved one
+        that can make room (see :mod:`compactlog.broker.limits`)."""
         ctx = self.ctx
         if ctx is None or self._state != "running":
             return False
-        limit = ctx.settings.limits.max_connections
-        if len(self._connections) >= limit:
+        limits = ctx.settings.limits
+        host = _address_key(connection.host)
+        per_ip = self._per_ip_limits.get(host, limits.max_connections_per_ip)
+        from_host = self._per_ip_counts.get(host, 0)
+        if from_host >= per_ip:
             ctx.metrics.connections_rejected += 1
-            self._log_rejection(connection, limit)
+            self._log_rejection(connection, f"max.connections.per.ip={per_ip} are open from {host}")
+            return False
+        limit = limits.max_connections
+        if len(self._connections) >= limit and not self._evict_unserved():
+            ctx.metrics.connections_rejected += 1
+            self._log_rejection(connection, f"max.connections={limit} are open")
             return False
         self._connections.add(connection)
+        self._per_ip_counts[host] = from_host + 1
         return True
 
-    def _log_rejection(self, connection: Connection, limit: int) -> None:
+    def _evict_unserved(self) -> bool:
+        """Close the connection silent longest among those that have sent no whole request
+        for :data:`UNSERVED_EVICT_AFTER_S`; False when there is none."""
+        now = time.monotonic()
+        oldest: Connection | None = None
+        longest = UNSERVED_EVICT_AFTER_S
+        for connection in self._connections:
+            silence = connection.unserved_silence(now)
+            if silence is not None and silence >= longest:
+                oldest, longest = connection, silence
+        if oldest is None:
+            return False
+        assert self.ctx is not None
+        self.ctx.close_log.log(
+            logging.INFO,
+            "closing connection from %s:%d to make room: no request in %.1f s (max.connections "
+            "are open)",
+            oldest.host, oldest.port, longest,
+        )  # fmt: skip
+        self.ctx.metrics.connections_idle_closed += 1
+        self._forget(oldest)  # its slot is free now; the socket closes in the background
+        oldest.abort()
+        return True
+
+    def _forget(self, connection: Connection) -> None:
+        if connection not in self._connections:
+            return
+        self._connections.discard(connection)
+        host = _address_key(connection.host)
+        left = self._per_ip_counts.get(host, 0) - 1
+        if left > 0:
+            self._per_ip_counts[host] = left
+        else:
+            self._per_ip_counts.pop(host, None)
+
+    def _log_rejection(self, connection: Connection, reason: str) -> None:
         self._rejected_since_log += 1
         now = time.monotonic()
         if now - self._last_reject_log >= _REJECT_LOG_INTERVAL_S:
             logger.warning(
-                "refused %d connection(s) (the last from %s): max.connections=%d are open",
-                self._rejected_since_log, f"{connection.host}:{connection.port}", limit,
+                "refused %d connection(s) (the last from %s): %s",
+                self._rejected_since_log, f"{connection.host}:{connection.port}", reason,
             )  # fmt: skip
             self._last_reject_log = now
             self._rejected_since_log = 0
@@ -370,6 +440,145 @@ class Broker:
         if self.log_manager is not None:
             # The store is kept (closed) after the stop: its path and figures stay readable.
             await asyncio.to_thread(self.log_manager.close)
+
+
+def _address_key(host: str) -> str:
+    """The address a per-address limit counts: an IPv4 client of a dual-stack listener
+    (``::ffff:10.0.0.1``) is its IPv4 address, as Kafka's InetAddress sees it."""
+    if host.startswith("::ffff:") and "." in host:
+        return host.removeprefix("::ffff:")
+    return host
+
+
+def _resolve_per_ip_limits(limits: Limits) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` by address: a host name counts for every address it
+    resolves to now (Kafka resolves them at start too); one that does not resolve is a
+    :class:`ConfigError` naming it."""
+    resolved: dict[str, int] = {}
+    for host, limit in limits.max_connections_per_ip_overrides:
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except (OSError, UnicodeError) as exc:
+            raise ConfigError(
+                f"max.connections.per.ip.overrides: cannot resolve {host!r}: {exc}"
+            ) from exc
+        for info in infos:
+            resolved[str(info[4][0])] = limit
+    return resolved
+
+
+class SignalStopper:
+    """SIGTERM and SIGINT stop the broker, even while its event loop is busy.
+
+    ``with SignalStopper(broker, request_stop, exit_code): ...`` inside the running event loop,
+    on the main thread. Python's own C-level signal handler writes each signal's number to a
+    socket (``signal.set_wakeup_fd``) whatever the interpreter is doing, and a daemon thread
+    reads it, so the signals never wait for the event loop to get a turn. On the first,
+    ``request_stop`` is called on the loop (thread-safely); if the broker has not begun
+    stopping :data:`STOP_DEADLINE_S` later, the process exits at once with ``exit_code`` (a
+    WARNING says why; the store was not closed cleanly). A second signal during the stop exits
+    at once the same way. Leaving the block restores the handlers and the wakeup descriptor.
+    """
+
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(
+        self,
+        broker: Broker,
+        request_stop: Callable[[], None],
+        exit_code: int,
+        deadline_s: float = STOP_DEADLINE_S,
+    ) -> None:
+        self._broker = broker
+        self._request_stop = request_stop
+        self._exit_code = exit_code
+        self._deadline_s = deadline_s
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._done = False
+        self._saved_handlers: dict[int, Any] = {}
+        self._saved_wakeup_fd = -1
+        self._reader: socket.socket | None = None
+        self._writer: socket.socket | None = None
+
+    def __enter__(self) -> SignalStopper:
+        self._loop = asyncio.get_running_loop()
+        self._reader, self._writer = socket.socketpair()
+        self._writer.setblocking(False)
+        for sig in self._SIGNALS:
+            self._saved_handlers[sig] = signal.signal(sig, _ignore_signal)
+        self._saved_wakeup_fd = signal.set_wakeup_fd(
+            self._writer.fileno(), warn_on_full_buffer=False
+        )
+        self._thread = threading.Thread(target=self._run, name="compactlog-signals", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done = True
+        signal.set_wakeup_fd(self._saved_wakeup_fd)
+        for sig, handler in self._saved_handlers.items():
+            signal.signal(sig, handler)
+        assert self._writer is not None and self._reader is not None
+        with contextlib.suppress(OSError):
+            self._writer.send(b"\0")  # not a signal number: wakes the thread to end
+        if self._thread is not None:
+            self._thread.join(1.0)
+        self._writer.close()
+        self._reader.close()
+
+    def _next_signal(self) -> signal.Signals | None:
+        """The next SIGINT or SIGTERM; None when the block is left."""
+        reader = self._reader
+        assert reader is not None
+        while not self._done:
+            try:
+                data = reader.recv(64)
+            except OSError:
+                return None
+            if not data:
+                return None
+            for number in data:
+                if number in self._SIGNALS and not self._done:
+                    return signal.Signals(number)
+        return None
+
+    def _run(self) -> None:
+        received = self._next_signal()
+        if received is None:
+            return
+        logger.info("stopping on %s", received.name)
+        loop = self._loop
+        assert loop is not None
+        with contextlib.suppress(RuntimeError):  # the loop has closed meanwhile
+            loop.call_soon_threadsafe(self._request_stop)
+        deadline = time.monotonic() + self._deadline_s
+        while self._broker.state in ("new", "starting", "running") and not self._done:
+            if time.monotonic() >= deadline:
+                self._exit(
+                    f"the event loop did not begin the stop within {self._deadline_s:g} s of "
+                    f"{received.name} (busy in a request)"
+                )
+            time.sleep(0.02)
+        again = self._next_signal()
+        if again is not None:
+            self._exit(f"{again.name} while stopping")
+
+    def _exit(self, why: str) -> None:
+        logger.warning(
+            "%s: exiting now without a clean shutdown; the next start recovers the data "
+            "directory %s as after a crash",
+            why, self._broker.data_dir,
+        )  # fmt: skip
+        for handler in [*logger.handlers, *logging.getLogger().handlers]:
+            with contextlib.suppress(Exception):
+                handler.flush()
+        os._exit(self._exit_code)
+
+
+def _ignore_signal(signum: int, frame: object) -> None:
+    """The Python-level handler: the work is done by :class:`SignalStopper`'s thread, which
+    the C-level handler wakes through the wakeup descriptor."""
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

@@ -29,6 +29,7 @@ from compactlog.broker.limits import (
     DEFAULT_FAILED_REQUEST_CLOSE_DELAY_MS,
     DEFAULT_FETCH_MAX_BYTES,
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_IP,
     DEFAULT_MAX_IN_FLIGHT_REQUESTS,
     DEFAULT_SOCKET_REQUEST_MAX_BYTES,
     Limits,
@@ -49,7 +50,13 @@ from compactlog.storage.config import (
     render_value,
 )
 
-__all__ = ["BROKER_SETTINGS", "GROUP_SETTINGS", "BrokerSettings", "DescribedSetting"]
+__all__ = [
+    "BROKER_SETTINGS",
+    "GROUP_SETTINGS",
+    "BrokerSettings",
+    "DescribedSetting",
+    "parse_per_ip_overrides",
+]
 
 _DEFAULT_GROUPS = GroupCoordinatorConfig()
 
@@ -70,6 +77,12 @@ _BROKER_DEFS: Final = (
     ConfigDef("max.connections", "int", DEFAULT_MAX_CONNECTIONS,
               "Concurrent client connections; one more is closed as soon as it is accepted.",
               at_least(0)),
+    ConfigDef("max.connections.per.ip", "int", DEFAULT_MAX_CONNECTIONS_PER_IP,
+              "Connections from one address; one more from it is closed as soon as it is "
+              "accepted. 0 only with max.connections.per.ip.overrides.", at_least(0)),
+    ConfigDef("max.connections.per.ip.overrides", "string", "",
+              "Per-address or per-host-name limits that replace max.connections.per.ip, as "
+              "host:count pairs separated by commas, e.g. \"hostName:100,127.0.0.1:200\"."),
     ConfigDef("connections.max.idle.ms", "long", DEFAULT_CONNECTIONS_MAX_IDLE_MS,
               "A connection with no traffic and no request in progress for this long is "
               "closed.", at_least(1)),
@@ -121,6 +134,31 @@ GROUP_SETTINGS: Final[Mapping[str, ConfigDef]] = MappingProxyType(
         for name, default, doc in _GROUP_DEFS
     }
 )
+
+
+def parse_per_ip_overrides(text: str) -> tuple[tuple[str, int], ...]:
+    """``max.connections.per.ip.overrides``: ``host:count`` pairs separated by commas (Kafka's
+    map syntax); a malformed pair or count is a :class:`ConfigError` naming it."""
+    pairs: list[tuple[str, int]] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        host = host.strip().removeprefix("[").removesuffix("]")
+        if not sep or not host or not count.strip().isdigit():
+            raise ConfigError(
+                f"Invalid value {text!r} for configuration max.connections.per.ip.overrides: "
+                f'{item!r} is not host:count (e.g. "hostName:100,127.0.0.1:200")'
+            )
+        limit = int(count)
+        if limit > INT_MAX:
+            raise ConfigError(
+                f"max.connections.per.ip.overrides: the count of {host} ({limit}) is larger "
+                f"than {INT_MAX}"
+            )
+        pairs.append((host, limit))
+    return tuple(pairs)
 
 
 @dataclass(frozen=True)
@@ -186,6 +224,13 @@ class BrokerSettings:
             assert isinstance(value, int)
             return value
 
+        per_ip = number("max.connections.per.ip")
+        overrides = parse_per_ip_overrides(str(values["max.connections.per.ip.overrides"]))
+        if per_ip == 0 and not overrides:
+            raise ConfigError(
+                "max.connections.per.ip can be set to zero only if "
+                "max.connections.per.ip.overrides property is set."
+            )
         limits = Limits(
             socket_request_max_bytes=number("socket.request.max.bytes"),
             max_connections=number("max.connections"),
@@ -193,6 +238,8 @@ class BrokerSettings:
             max_in_flight_requests=number("compactlog.max.in.flight.requests.per.connection"),
             failed_request_close_delay_ms=number("compactlog.failed.request.close.delay.ms"),
             fetch_max_bytes=number("fetch.max.bytes"),
+            max_connections_per_ip=per_ip,
+            max_connections_per_ip_overrides=overrides,
         )
         return cls(
             store_config=MappingProxyType(store_config),

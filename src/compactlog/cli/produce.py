@@ -53,7 +53,13 @@ def _input_lines() -> Iterator[bytes]:
     help="A value equal to M is produced as null (a tombstone).",
 )
 @click.option("--partition", "-p", type=click.IntRange(min=0), help="Partition to append to.")
-@click.option("--timestamp", type=int, metavar="MS", help="Record timestamp (default: now).")
+@click.option(
+    "--timestamp",
+    # A record timestamp is a non-negative int64 (Kafka's producer refuses negative ones).
+    type=click.IntRange(min=0, max=2**63 - 1),
+    metavar="MS",
+    help="Record timestamp in epoch milliseconds, 0 to 2^63-1 (default: now).",
+)
 @click.option(
     "--compression",
     type=click.Choice(COMPRESSIONS),

@@ -7,14 +7,13 @@ import contextlib
 import errno
 import logging
 import resource
-import signal
 import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import click
 
-from compactlog.cli.common import EXIT_USAGE, CliError, library_error, state
+from compactlog.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, CliError, library_error, state
 from compactlog.errors import ConfigError
 from compactlog.storage.config import parse_config_assignments
 
@@ -71,11 +70,10 @@ def _broker_log(verbose: bool) -> Iterator[None]:
 
 
 async def _serve(broker: Broker) -> None:
-    loop = asyncio.get_running_loop()
+    from compactlog.broker.server import SignalStopper  # noqa: PLC0415 - see DEFAULT_LISTEN
+
     stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
+    with SignalStopper(broker, stop.set, EXIT_INTERRUPTED):
         try:
             await broker.start()
         except OSError as exc:
@@ -87,11 +85,7 @@ async def _serve(broker: Broker) -> None:
                 ) from exc
             raise
         await stop.wait()
-        logger.info("stopping on a signal")
         await broker.stop()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
 
 
 @click.command()
@@ -143,8 +137,12 @@ def serve(
           --advertise broker1.example.com:9092 --metrics 127.0.0.1:9308 \\
           --config log.cleaner.threads=2 --config auto.create.topics.enable=false
 
+    A request that keeps the broker busy for 5 s after the signal, or a second signal, ends the
+    process at once without a clean shutdown (the next start recovers, as after a crash).
+
     Exit codes: 0 stopped by a signal, 2 bad option or setting, or the address is in use,
-    3 storage error (a data directory locked by another process, damaged files).
+    3 storage error (a data directory locked by another process, damaged files), 130 stopped
+    without a clean shutdown (see above).
     """
     from compactlog.broker.server import Broker, new_event_loop  # noqa: PLC0415 - see DEFAULT_LISTEN
 

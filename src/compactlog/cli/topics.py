@@ -35,7 +35,13 @@ def _parse_assignments(items: Sequence[str]) -> dict[str, str]:
 
 @topics.command("create")
 @click.argument("name", callback=check_topic_name)
-@click.option("--partitions", default=1, show_default=True, type=int, help="Partition count.")
+@click.option(
+    "--partitions",
+    default=1,
+    show_default=True,
+    type=int,
+    help="Partition count.",
+)
 @click.option(
     "--config", "configs", multiple=True, metavar="NAME=VALUE", help="A topic config override."
 )
@@ -45,7 +51,9 @@ def topics_create(ctx: click.Context, name: str, partitions: int, configs: Seque
 
     Topic names are 1-249 characters of [a-zA-Z0-9._-], not "." or ".."; a name that collides
     with an existing one once "." and "_" are treated alike is refused. A name starting with
-    "-" must follow "--".
+    "-" must follow "--". A topic gets at most 9999 partitions, as from one Kafka CreateTopics
+    (Kafka's controller writes at most 10000 records per request), and no more than the limit of
+    open files allows (three per partition).
 
     \b
     Example:

@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import numbers
 import os
 import random
 import threading
@@ -53,6 +54,7 @@ from typing import Any, NamedTuple, Protocol
 from compactlog.errors import (
     CompactlogError,
     CorruptRecordError,
+    InvalidArgumentError,
     InvalidPartitionsError,
     InvalidRecordError,
     MalformedCheckpointError,
@@ -129,6 +131,117 @@ RecordInput = (
     tuple[bytes | None, bytes | None]
     | tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
 )
+
+
+#: Kafka's controller writes at most this many metadata records for one request
+#: (``QuorumController.MAX_RECORDS_PER_USER_OP``): a topic creation writes one record for the
+#: topic, one per partition and one per config override, and a request that would write more
+#: fails as a whole with POLICY_VIOLATION, before anything is created.
+MAX_RECORDS_PER_USER_OP = 10_000
+#: The most partitions one creation can give a topic (one of the records is the topic's own).
+#: It also bounds what a creation costs here: a directory and four files per partition.
+MAX_PARTITIONS_PER_CREATE = MAX_RECORDS_PER_USER_OP - 1
+
+#: Files a partition keeps open at least (its active segment's .log, .index and .timeindex).
+FILES_PER_PARTITION = 3
+#: Descriptors left for everything else (connections, checkpoints, the cleaner's files) when a
+#: creation checks that its partitions' files fit under the limit of open files.
+_SPARE_FILES = 256
+
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+def _open_files_limit() -> int | None:
+    """The soft limit of open files (``ulimit -n``), or None where there is none to read."""
+    try:
+        import resource  # noqa: PLC0415 - POSIX only
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def _check_int(name: str, value: object, *, optional: bool = False) -> None:
+    """``value`` must be an int (not a bool, which is one to Python), or None if optional."""
+    if optional and value is None:
+        return
+    # numbers.Integral: numpy's integers are not ints but are integers (offsets from arrays).
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        wanted = "an int or None" if optional else "an int"
+        raise InvalidArgumentError(f"{name} must be {wanted}, not {_type_name(value)} {value!r}")
+
+
+def _check_str(name: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{name} must be a str, not {_type_name(value)} {value!r}")
+
+
+def _check_bytes(name: str, value: object, *, optional: bool = True) -> None:
+    if (optional and value is None) or isinstance(value, _BYTES_LIKE):
+        return
+    wanted = "bytes or None" if optional else "bytes"
+    raise InvalidArgumentError(f"{name} must be {wanted}, not {_type_name(value)} {_short(value)}")
+
+
+def _check_mapping(name: str, value: object) -> None:
+    if value is not None and not isinstance(value, Mapping):
+        raise InvalidArgumentError(
+            f"{name} must be a mapping of config names to values or None, not "
+            f"{_type_name(value)} {_short(value)}"
+        )
+
+
+def _check_headers(name: str, headers: object) -> None:
+    if headers is None:
+        return
+    if isinstance(headers, (str, *_BYTES_LIKE)) or not isinstance(headers, Sequence):
+        raise InvalidArgumentError(
+            f"{name} must be a sequence of (str, bytes or None) pairs, not "
+            f"{_type_name(headers)} {_short(headers)}"
+        )
+    for i, header in enumerate(headers):
+        if not isinstance(header, tuple | list) or len(header) != 2:
+            raise InvalidArgumentError(
+                f"{name}[{i}] must be a (str, bytes or None) pair, not {_short(header)}"
+            )
+        _check_str(f"{name}[{i}] key", header[0])
+        _check_bytes(f"{name}[{i}] value", header[1])
+
+
+def _check_records(records: object) -> None:
+    if isinstance(records, (str, *_BYTES_LIKE)) or not isinstance(records, Sequence):
+        raise InvalidArgumentError(
+            f"records must be a sequence of (key, value) or (key, value, headers) tuples, not "
+            f"{_type_name(records)} {_short(records)}"
+        )
+    for i, record in enumerate(records):
+        if not isinstance(record, tuple | list) or len(record) not in (2, 3):
+            raise InvalidArgumentError(
+                f"records[{i}] must be a (key, value) or (key, value, headers) tuple, not "
+                f"{_short(record)}"
+            )
+        _check_bytes(f"records[{i}] key", record[0])
+        _check_bytes(f"records[{i}] value", record[1])
+        if len(record) == 3:
+            _check_headers(f"records[{i}] headers", record[2])
+
+
+def _check_compression(compression: object) -> None:
+    if not isinstance(compression, str | Compression):
+        raise InvalidArgumentError(
+            "compression must be a codec name (none, gzip, snappy, lz4, zstd) or a "
+            f"Compression, not {_type_name(compression)} {_short(compression)}"
+        )
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def system_clock() -> int:
@@ -209,6 +322,16 @@ class Store:
         the lock. The store has no cleaner and runs no thread: open a
         :class:`~compactlog.log_manager.LogManager` for those.
         """
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidArgumentError(
+                f"path must be a str or os.PathLike, not {_type_name(path)} {_short(path)}"
+            )
+        if clock is not None and not callable(clock):
+            raise InvalidArgumentError(
+                f"clock must be a callable returning epoch milliseconds or None, not "
+                f"{_type_name(clock)} {_short(clock)}"
+            )
+        _check_mapping("config", config)
         broker = BrokerConfig.from_dict(dict(config or {}))
         store = cls(
             os.fspath(path),
@@ -405,9 +528,17 @@ class Store:
     def create_topic(
         self, name: str, partitions: int = 1, config: Mapping[str, Any] | None = None
     ) -> None:
-        """Create a topic with ``partitions`` partitions and per-topic config overrides."""
+        """Create a topic with ``partitions`` partitions (at most
+        :data:`MAX_PARTITIONS_PER_CREATE`) and per-topic config overrides."""
+        _check_str("name", name)
         validate_topic_name(name)
-        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        if isinstance(partitions, bool) or not isinstance(partitions, numbers.Integral):
+            raise InvalidArgumentError(
+                f"partitions of topic {name!r} must be an int, not "
+                f"{_type_name(partitions)} {partitions!r}"
+            )
+        partitions = int(partitions)  # a numpy integer would not go into the catalog's JSON
+        if partitions < 1:
             raise InvalidPartitionsError(
                 f"number of partitions must be at least 1, got {partitions}"
             )
@@ -415,6 +546,22 @@ class Store:
             raise InvalidPartitionsError(
                 f"topic {name!r}: {partitions} partitions is more than the limit of "
                 f"{MAX_PARTITIONS_PER_TOPIC} per topic"
+            )
+        if partitions > MAX_PARTITIONS_PER_CREATE:
+            raise InvalidPartitionsError(
+                f"topic {name!r} cannot be created with {partitions} partitions: at most "
+                f"{MAX_PARTITIONS_PER_CREATE} in one creation (Kafka's controller writes at most "
+                f"{MAX_RECORDS_PER_USER_OP} metadata records per request)"
+            )
+        _check_mapping("config", config)
+        limit = _open_files_limit()
+        needed = FILES_PER_PARTITION * (len(self._logs) + partitions) + _SPARE_FILES
+        if limit is not None and needed > limit:
+            raise InvalidPartitionsError(
+                f"topic {name!r} cannot be created with {partitions} partitions: with the "
+                f"{len(self._logs)} partitions open, the store would keep at least "
+                f"{needed - _SPARE_FILES} files open, and the limit of open files (ulimit -n) is "
+                f"{limit} ({_SPARE_FILES} are kept for connections and other files)"
             )
         log_config = LogConfig.create(dict(config or {}), self.broker)
         with self._lock:
@@ -491,6 +638,7 @@ class Store:
         return self._topic(name).partitions
 
     def _topic(self, name: str) -> TopicInfo:
+        _check_str("topic name", name)
         try:
             return self._topics[name]
         except KeyError:
@@ -512,6 +660,15 @@ class Store:
     ) -> None:
         """Set and delete topic config overrides; they take effect at once (Kafka's dynamic
         configs)."""
+        _check_mapping("set", set)
+        if isinstance(delete, str | bytes) or not isinstance(delete, Iterable):
+            raise InvalidArgumentError(
+                f"delete must be an iterable of config names, not {_type_name(delete)} "
+                f"{_short(delete)}"
+            )
+        delete = list(delete)
+        for i, config_name in enumerate(delete):
+            _check_str(f"delete[{i}]", config_name)
         with self._lock:
             self._check_open()
             info = self._topic(name)
@@ -530,6 +687,8 @@ class Store:
     # --- logs -------------------------------------------------------------------------------
     def log(self, topic: str, partition: int) -> Log:
         """The :class:`Log` of a partition."""
+        _check_str("topic", topic)
+        _check_int("partition", partition)
         self._check_open()
         try:
             return self._logs[(topic, partition)]
@@ -576,6 +735,9 @@ class Store:
     ) -> int:
         """Append ``records`` as one batch; returns the offset of the first record."""
         log = self.log(topic, partition)
+        _check_records(records)
+        _check_int("timestamp", timestamp, optional=True)
+        _check_compression(compression)
         if not records:
             raise InvalidRecordError("an append needs at least one record")
         if log.config.compact and any(record[0] is None for record in records):
@@ -598,6 +760,7 @@ class Store:
     ) -> int:
         """Append raw record batches (as a producer sends them); returns the first offset (of
         the earlier batch, for an idempotent producer's retry: see :meth:`append_batch_info`)."""
+        _check_bytes("data", data, optional=False)
         return self.log(topic, partition).append(data, from_client=from_client).first_offset
 
     def append_batch_info(
@@ -612,6 +775,7 @@ class Store:
         raises ``InvalidProducerEpochError`` (47), a sequence gap ``OutOfOrderSequenceError``
         (45); transactional batches raise ``InvalidRequestError`` (42).
         """
+        _check_bytes("data", data, optional=False)
         return self.log(topic, partition).append(data, from_client=from_client)
 
     def producer_state(self, topic: str, partition: int) -> list[ProducerState]:
@@ -622,6 +786,7 @@ class Store:
     def remove_expired_producers(self, now: int | None = None) -> int:
         """Forget, in every partition, the producers idle for ``producer.id.expiration.ms``
         (the periodic task runs this); returns how many were removed."""
+        _check_int("now", now, optional=True)
         now = self.clock() if now is None else now
         return sum(log.remove_expired_producers(now) for log in list(self._logs.values()))
 
@@ -640,6 +805,13 @@ class Store:
         Keyed records go to ``murmur2(key) % partitions`` as from the Java client. Keyless
         records go round-robin over the partitions.
         """
+        _check_str("topic", topic)
+        _check_bytes("key", key)
+        _check_bytes("value", value)
+        _check_headers("headers", headers)
+        _check_int("timestamp", timestamp, optional=True)
+        _check_int("partition", partition, optional=True)
+        _check_compression(compression)
         count = self.partitions(topic)
         if partition is None:
             if key is not None:
@@ -664,6 +836,7 @@ class Store:
         Offsets removed by compaction read as the next remaining record. An offset below the log
         start offset or above the log end offset raises ``OffsetOutOfRangeError`` at once.
         """
+        _check_int("offset", offset)
         log = self.log(topic, partition)
         batches = log.iter_batches(offset)
         return _records_from(batches, offset, log.name)
@@ -683,6 +856,7 @@ class Store:
     # --- retention ----------------------------------------------------------------------------
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
         """Raise the log start offset (Kafka's DeleteRecords); returns the new log start offset."""
+        _check_int("before_offset", before_offset)
         log = self.log(topic, partition)
         result = log.delete_records(before_offset)
         self.write_log_start_offset_checkpoint()
@@ -694,6 +868,7 @@ class Store:
         Compacted topics (``compact`` and ``compact,delete``) get their retention from the
         cleaner, as in Kafka. Returns the number of segments deleted.
         """
+        _check_int("now", now, optional=True)
         with self._lock:
             self._check_open()
             logs = [log for log in self._logs.values() if not log.config.compact]

@@ -24,10 +24,20 @@ Accepted batches get their offsets (the base offset field is outside the CRC, so
 place), the partition leader epoch 0 of a single-node leader, the broker's time for
 ``LogAppendTime`` topics, and are re-compressed when the topic's ``compression.type`` names a codec
 other than the batch's.
+
+The delete-horizon bit (attributes bit 6, KIP-534) of a client's batch is cleared. The cleaner
+sets it when it first keeps a tombstone, with the batch's first timestamp holding the time after
+which the tombstone may go, so a producer that set it could have its tombstones removed at the
+next cleaning instead of after ``delete.retention.ms``. Kafka 4.4's ``LogValidator`` neither
+refuses nor clears it when it assigns offsets in place (it keeps the attributes), but drops it
+whenever it rebuilds a batch (a recompression), since only the cleaner writes it. Clearing it
+always changes no record: their timestamps are the first timestamp plus their deltas either
+way. A WARNING (once per partition) names the partition; the CRC is recomputed.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +51,9 @@ from compactlog.errors import (
     MessageTooLargeError,
 )
 from compactlog.records import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
     LOG_OVERHEAD,
     TRANSACTIONAL_FLAG_MASK,
     BatchHeader,
@@ -49,6 +62,7 @@ from compactlog.records import (
     RecordColumns,
     TimestampType,
     build_batch,
+    compute_crc,
     decode_columns,
     read_header,
     set_base_offset,
@@ -56,6 +70,8 @@ from compactlog.records import (
     set_partition_leader_epoch,
 )
 from compactlog.storage.config import LogConfig
+
+logger = logging.getLogger("compactlog.storage")
 
 # The leader epoch a single-node leader stamps into every batch (Kafka's first epoch is 0).
 LEADER_EPOCH = 0
@@ -188,6 +204,10 @@ def validate_and_assign(
                 _recompress(bytes(buf[position : position + size]), target, base)
             )
             at = 0
+        if from_client and header.attributes & DELETE_HORIZON_FLAG_MASK:
+            if target_buf is buf:  # a recompressed batch was rebuilt without it
+                _clear_delete_horizon(buf, position, size)
+            _warn_horizon_cleared(topic_partition)
         set_base_offset(target_buf, at, base)
         set_partition_leader_epoch(target_buf, at, LEADER_EPOCH)
         if log_append:
@@ -214,6 +234,31 @@ def validate_and_assign(
         log_append_time=now_ms if log_append else -1,
         has_producer_id=has_producer_id,
     )
+
+
+#: Partitions whose producers' delete-horizon bit was cleared and logged (once each).
+_horizon_warned: set[str] = set()
+
+
+def _clear_delete_horizon(buf: bytearray, position: int, size: int) -> None:
+    """Clear bit 6 of a client batch's attributes and recompute its CRC (see the docstring)."""
+    attributes = int.from_bytes(
+        buf[position + ATTRIBUTES_OFFSET : position + ATTRIBUTES_OFFSET + 2]
+    )
+    cleared = attributes & ~DELETE_HORIZON_FLAG_MASK
+    buf[position + ATTRIBUTES_OFFSET : position + ATTRIBUTES_OFFSET + 2] = cleared.to_bytes(2)
+    crc = compute_crc(buf, position, size)
+    buf[position + CRC_OFFSET : position + CRC_OFFSET + 4] = crc.to_bytes(4)
+
+
+def _warn_horizon_cleared(topic_partition: str) -> None:
+    if topic_partition not in _horizon_warned:
+        _horizon_warned.add(topic_partition)
+        logger.warning(
+            "cleared the delete-horizon flag a producer set on a batch to %s (only the log "
+            "cleaner sets it; tombstones stay for delete.retention.ms); logged once per partition",
+            topic_partition,
+        )
 
 
 def _check_producer_fields(

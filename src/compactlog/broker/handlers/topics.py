@@ -16,6 +16,11 @@ print them.
   answered with its partition count, replication factor and every config with its source
   (``topic_config_error_code`` stays 0); from v7 with its topic id (a fresh random one for
   ``validate_only``, as Kafka does). Errors get -1, -1, no configs and the zero id.
+  A request whose valid topics would make Kafka's controller write more than
+  ``MAX_RECORDS_PER_USER_OP`` (10,000) metadata records (one per topic, per partition and per
+  config) fails as a whole, before anything is created or placed: every topic gets
+  POLICY_VIOLATION, "Unable to perform excessively large batch operation.", as from Kafka 4.4.
+  This is what keeps ``num_partitions=2**31-1`` from occupying the broker.
 * DeleteTopics v1-v6: UNKNOWN_TOPIC_OR_PARTITION for a name that is no topic, UNKNOWN_TOPIC_ID
   for an id (v6) that is none; from v5 with Kafka's message of the code. A name given twice is
   INVALID_REQUEST; ``__consumer_offsets`` is refused with POLICY_VIOLATION while the group
@@ -52,6 +57,7 @@ from compactlog.protocol.messages import (
 )
 from compactlog.protocol.schema import ZERO_UUID
 from compactlog.storage.config import LogConfig
+from compactlog.storage.store import MAX_RECORDS_PER_USER_OP
 from compactlog.storage.topic_names import (
     MAX_TOPIC_NAME_LENGTH,
     is_valid_topic_name,
@@ -186,6 +192,19 @@ def _partition_count(ctx: BrokerContext, topic: Struct) -> int:
     return partitions
 
 
+def _metadata_records(ctx: BrokerContext, topic: Struct) -> int:
+    """The metadata records Kafka's controller would write for ``topic`` (0 if it fails a
+    check, as a refused topic writes none): its TopicRecord, one PartitionRecord per partition,
+    one ConfigRecord per distinct config."""
+    try:
+        _check_name(topic.name, ctx.store.topics())
+        configs = _topic_configs(topic)
+        LogConfig.create(configs, ctx.store.broker)
+        return 1 + _partition_count(ctx, topic) + len(configs)
+    except CompactlogError:
+        return 0
+
+
 def _create_topic(
     ctx: BrokerContext, topic: Struct, validate_only: bool
 ) -> tuple[int, LogConfig, uuid.UUID]:
@@ -235,6 +254,20 @@ def _failed(name: str, error_code: int, message: str) -> Struct:
 async def handle_create_topics(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     req = request.body
     duplicated = _duplicates(t.name for t in req.topics)
+    unique = {t.name: t for t in req.topics if t.name not in duplicated}
+    records = sum(_metadata_records(ctx, topic) for topic in unique.values())
+    if records > MAX_RECORDS_PER_USER_OP:
+        logger.info(
+            "refused CreateTopics of %d topic(s) from %s: %d metadata records, more than %d",
+            len(unique), peer.client_id or f"{peer.host}:{peer.port}", records,
+            MAX_RECORDS_PER_USER_OP,
+        )  # fmt: skip
+        message = "Unable to perform excessively large batch operation."
+        refused = [
+            _failed(name, codes.POLICY_VIOLATION, message)
+            for name in dict.fromkeys(t.name for t in req.topics)
+        ]
+        return CreateTopicsResponse(throttle_time_ms=0, topics=refused)
     results = []
     done: set[str] = set()
     for topic in req.topics:

@@ -86,7 +86,6 @@ from compactlog.storage.log import Log
 from compactlog.storage.partitioner import partition_for_key
 from compactlog.storage.producer_state import ProducerState
 from compactlog.storage.topic_catalog import (
-    MAX_PARTITIONS_PER_TOPIC,
     PARTITION_CATALOG_FILE,
     PARTITION_METADATA_FILE,
     TOPICS_FILE,
@@ -541,11 +540,6 @@ class Store:
         if partitions < 1:
             raise InvalidPartitionsError(
                 f"number of partitions must be at least 1, got {partitions}"
-            )
-        if partitions > MAX_PARTITIONS_PER_TOPIC:
-            raise InvalidPartitionsError(
-                f"topic {name!r}: {partitions} partitions is more than the limit of "
-                f"{MAX_PARTITIONS_PER_TOPIC} per topic"
             )
         if partitions > MAX_PARTITIONS_PER_CREATE:
             raise InvalidPartitionsError(

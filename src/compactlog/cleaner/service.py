@@ -215,7 +215,7 @@ class LogCleaner:
         except CleaningAbortedError:
             result.aborted = True
         except StorageError as exc:
-            self._io_error(tp, log.name, "cleaning", exc, now, result)
+            self._io_error(tp, log.name, "cleaning", "the log is left as it was", exc, now, result)
         except Exception as exc:
             end_offset = fdo
             self._failed(tp, log.name, f"{type(exc).__name__}: {exc}", now, result)
@@ -225,15 +225,27 @@ class LogCleaner:
             try:
                 self.manager.done_cleaning(tp, end_offset if not result.aborted else fdo)
             except StorageError as exc:
-                # The cleaned segments are in; only the checkpoint is behind, so the next
-                # round cleans that range again (nothing is lost).
-                self._io_error(tp, log.name, "writing the cleaner checkpoint of", exc, now, result)
+                if tp in result.failures:  # the round failed already: one failure, two lines
+                    logger.error("cannot write the cleaner checkpoint of %s: %s", log.name, exc)
+                else:
+                    # The cleaned segments are in; only the checkpoint is behind, so the next
+                    # round cleans that range again (nothing is lost).
+                    self._io_error(
+                        tp,
+                        log.name,
+                        "writing the cleaner checkpoint of",
+                        "the log is cleaned but its first dirty offset may stay behind",
+                        exc,
+                        now,
+                        result,
+                    )
 
     def _io_error(
         self,
         tp: TopicPartition,
         name: str,
         doing: str,
+        outcome: str,
         exc: StorageError,
         now: int,
         result: CleanResult,
@@ -252,12 +264,12 @@ class LogCleaner:
         )
         assert failure is not None
         logger.error(
-            "%s %s stopped by an I/O error (%s): %s; the log is left as it was, retrying after "
-            "%d ms",
+            "%s %s stopped by an I/O error (%s): %s; %s, retrying after %d ms",
             doing,
             name,
             _errno_name(exc),
             exc,
+            outcome,
             failure.retry_at_ms - now,
         )
         result.uncleanable[tp] = f"I/O error: {exc}"

@@ -57,6 +57,7 @@ in :func:`.rules.filter_batch` defines and a differential test holds the bulk pa
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -205,17 +206,6 @@ def _remove_cleaned(cleaned: LogSegment) -> None:
         logger.error("cannot remove %s: %s", cleaned.log_path, exc)
 
 
-def _offset_range(log: Log, segment: LogSegment) -> tuple[int, int | None]:
-    """The offsets ``segment`` may hold: from its base offset to the next segment's."""
-    segments = log.segments()
-    for i, s in enumerate(segments):
-        if s is segment:
-            return segment.base_offset, (
-                segments[i + 1].base_offset if i + 1 < len(segments) else None
-            )
-    return segment.base_offset, None
-
-
 def group_segments_by_size(
     segments: Sequence[LogSegment], max_size: int, max_index_size: int, first_uncleanable: int
 ) -> list[list[LogSegment]]:
@@ -282,6 +272,9 @@ class Cleaner:
         self._verified: dict[int, tuple[int, int]] = {}
         # Each source segment's chunks, found (and framed) by the check before the copy.
         self._chunks: dict[int, list[tuple[int, int]]] = {}
+        # The next segment's base offset by base offset, as the round starts: the end of the
+        # offsets a segment may hold (no source is the active segment, which has none).
+        self._next_base: dict[int, int] = {}
         self._decoded = DecodedRegions()
         self._out_buffers = [_EMPTY_OUT, _EMPTY_OUT]
         # The last append from each output buffer, and the regions filtered so far this round.
@@ -307,6 +300,8 @@ class Cleaner:
         self._syncer = _Background(f"compactlog-cleaner-{self.thread_id}-sync")
         self._verified = {}
         self._chunks = {}
+        segments = log.segments()
+        self._next_base = {s.base_offset: n.base_offset for s, n in itertools.pairwise(segments)}
         self._writes = [None, None]
         self._region_count = 0
         try:
@@ -389,7 +384,7 @@ class Cleaner:
             log.config.max_message_bytes,
             segment.log_path,
             self._kernel,
-            _offset_range(log, segment),
+            (segment.base_offset, self._next_base.get(segment.base_offset)),
         )
         drop_pages(view, position, len(view))  # the walk touched a page per batch
         regions = [
@@ -462,7 +457,7 @@ class Cleaner:
             log.config.max_message_bytes,
             source.log_path,
             self._kernel,
-            _offset_range(log, source),
+            (source.base_offset, self._next_base.get(source.base_offset)),
         )
         drop_pages(view, 0, len(view))  # the walk touched a page per batch
         return chunks

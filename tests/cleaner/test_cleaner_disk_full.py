@@ -33,6 +33,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import struct
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -43,7 +44,7 @@ import pytest
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
 from tests.managed import close_managed, manager_of, open_managed
-from tests.support.faultfs import FaultInjectingFileSystem
+from tests.support.faultfs import FaultInjectingFileSystem, SimulatedCrash
 
 TOPIC = "t"
 TP = (TOPIC, 0)
@@ -234,3 +235,53 @@ def run_failing_at(
     finally:
         close_managed(with_restart)
     return None
+
+
+@pytest.mark.parametrize("crash_after", [1, 2, 3, 4, 5])
+def test_a_crash_while_undoing_a_failed_swap_restarts_to_a_whole_group(
+    pristine: Path, crash_after: int
+) -> None:
+    """ENOSPC at the directory fsync that makes a group's ``.swap`` files durable (before the
+    segment map switches), then a crash at each call of the undo (removing the group's index
+    files, its log, the range file): the restart loads the log with no temporary file and the
+    key map from before, and every offset-index entry points at the batch of its offset. (The
+    undo removes the group's log last, so that no index ``.swap`` is left without its log: the
+    loader would rename it over the old segment's index. The loader's index checks catch that
+    too, so this test passes with either order; it holds the restart, not the order.)"""
+    work = Path(tempfile.mkdtemp(prefix="diskfull-", dir=RAM_DIR))
+    try:
+        calls, before, _ = reference_calls(pristine, work)
+        renamed = next(
+            i
+            for i, (op, path, _) in enumerate(calls)
+            if op == "rename" and path.endswith(".log.cleaned")
+        )
+        target = next(c for c in calls[renamed:] if c[0] == "sync_dir" and c[1] == PART)
+        data = work / "run"
+        shutil.copytree(pristine, data)
+        fs = FaultInjectingFileSystem()
+        store = open_managed(data, clock=ManualClock(), config=BROKER, fs=fs)
+        counter = CallCounter(data)
+
+        def fails(number: int, op: str, path: str) -> bool:
+            if counter.name(op, path) == target:
+                fs.crash_at(number + crash_after)
+                return True
+            return False
+
+        fs.fail_when(fails, errno.ENOSPC)
+        with pytest.raises(SimulatedCrash):
+            manager_of(store).clean()
+        store._release()  # the crash closed its files; only the directory lock is left
+        with open_managed(data, clock=ManualClock(), config=BROKER) as restarted:
+            assert temporary_files(data) == []
+            assert key_map(restarted) == before
+            # Each segment keeps its own index: every entry points at the batch of its offset.
+            for segment in restarted.log(*TP).segments():
+                raw = Path(segment.log_path).read_bytes()
+                for offset, position in segment.offset_index.items():
+                    (base,) = struct.unpack_from(">q", raw, position)
+                    (delta,) = struct.unpack_from(">i", raw, position + 23)
+                    assert base <= offset <= base + delta, (segment.log_path, offset, position)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

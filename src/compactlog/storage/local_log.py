@@ -364,11 +364,15 @@ class LocalLog:
             self._unfinished_swaps.pop(0)
 
     def _undo_swap(self, new: LogSegment, range_path: str) -> None:
-        """Best effort after a swap failed before the map switched: remove ``new``'s files
-        (the log first: an index ``.swap`` without its log is removed by the loader), then the
-        range file; the old segments stay the log either way."""
+        """Best effort after a swap failed before the map switched: remove ``new``'s files,
+        its log last (the loader would rename an index ``.swap`` left without its log over the
+        old segment's index; a log ``.swap`` left alone it completes as a swap, which is a
+        correct cleaning too), then the range file. The old segments stay the log either way."""
         try:
-            new.delete_files()
+            new.close_handles()
+            log_path, *others = new.all_paths()
+            for path in [*others, log_path]:
+                self.fs.remove(path)
             self.fs.remove(range_path)
         except Exception:  # the caller raises the swap's own error; the loader tidies up
             pass

@@ -215,7 +215,15 @@ class LogCleaner:
         except CleaningAbortedError:
             result.aborted = True
         except StorageError as exc:
-            self._io_error(tp, log.name, "cleaning", "the log is left as it was", exc, now, result)
+            self._io_error(
+                tp,
+                log.name,
+                "cleaning",
+                "every segment group is as it was or wholly cleaned",
+                exc,
+                now,
+                result,
+            )
         except Exception as exc:
             end_offset = fdo
             self._failed(tp, log.name, f"{type(exc).__name__}: {exc}", now, result)

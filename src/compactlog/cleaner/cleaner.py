@@ -57,6 +57,7 @@ in :func:`.rules.filter_batch` defines and a differential test holds the bulk pa
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -81,6 +82,7 @@ from compactlog.cleaner.reads import (
     prepare_copy_region,
     prepare_map_region,
     regions_of,
+    verify_crcs,
 )
 from compactlog.cleaner.rules import (
     ActiveProducers,
@@ -91,6 +93,7 @@ from compactlog.cleaner.rules import (
 )
 from compactlog.cleaner.stats import CleanerStats
 from compactlog.cleaner.throttler import Throttler
+from compactlog.errors import StorageError
 from compactlog.records import RecordColumns, read_header
 from compactlog.records.batch_header import CRC_OFFSET, CRC_STRUCT, compute_crc
 from compactlog.storage.log import Log
@@ -192,6 +195,17 @@ class _Background:
             self._pool = None
 
 
+def _remove_cleaned(cleaned: LogSegment) -> None:
+    """Remove an unswapped group's ``.cleaned`` files as a failed round unwinds. Best effort:
+    the round's own error is the one to report, and a ``.cleaned`` file left behind is only
+    space (the next round's :meth:`~compactlog.storage.log.Log.new_cleaned_segment` and the
+    loader both remove it)."""
+    try:
+        cleaned.delete_files()
+    except StorageError as exc:
+        logger.error("cannot remove %s: %s", cleaned.log_path, exc)
+
+
 def group_segments_by_size(
     segments: Sequence[LogSegment], max_size: int, max_index_size: int, first_uncleanable: int
 ) -> list[list[LogSegment]]:
@@ -256,6 +270,11 @@ class Cleaner:
         # Byte ranges of each segment (by base offset) whose CRCs this round already checked,
         # and regions the map pass decoded for the copy phase.
         self._verified: dict[int, tuple[int, int]] = {}
+        # Each source segment's chunks, found (and framed) by the check before the copy.
+        self._chunks: dict[int, list[tuple[int, int]]] = {}
+        # The next segment's base offset by base offset, as the round starts: the end of the
+        # offsets a segment may hold (no source is the active segment, which has none).
+        self._next_base: dict[int, int] = {}
         self._decoded = DecodedRegions()
         self._out_buffers = [_EMPTY_OUT, _EMPTY_OUT]
         # The last append from each output buffer, and the regions filtered so far this round.
@@ -280,6 +299,9 @@ class Cleaner:
         self._background = _Background(f"compactlog-cleaner-{self.thread_id}-io")
         self._syncer = _Background(f"compactlog-cleaner-{self.thread_id}-sync")
         self._verified = {}
+        self._chunks = {}
+        segments = log.segments()
+        self._next_base = {s.base_offset: n.base_offset for s, n in itertools.pairwise(segments)}
         self._writes = [None, None]
         self._region_count = 0
         try:
@@ -289,6 +311,7 @@ class Cleaner:
             stats.map_complete_ms = self.clock()
             stats.buffer_utilization = self.offset_map.utilization
             segments = [s for s in log.segments() if s.base_offset < end_offset]
+            self._check_sources(log, segments)
             config = log.config
             groups = group_segments_by_size(
                 segments,
@@ -307,9 +330,10 @@ class Cleaner:
             self._background.close()  # no append may still be running when the files go
             self._syncer.close()
             for unswapped in self._unswapped:
-                unswapped.cleaned.delete_files()
+                _remove_cleaned(unswapped.cleaned)
             self._unswapped = []
             self._verified = {}
+            self._chunks = {}
             self._decoded = DecodedRegions()
             self._out_buffers = [_EMPTY_OUT, _EMPTY_OUT]
         stats.end_ms = self.clock()
@@ -360,6 +384,7 @@ class Cleaner:
             log.config.max_message_bytes,
             segment.log_path,
             self._kernel,
+            (segment.base_offset, self._next_base.get(segment.base_offset)),
         )
         drop_pages(view, position, len(view))  # the walk touched a page per batch
         regions = [
@@ -420,6 +445,50 @@ class Cleaner:
             return False
         finally:
             release.finish()
+
+    # --- between 1 and 2: every byte to be rewritten is checked -----------------------------
+    def _source_chunks(
+        self, log: Log, source: LogSegment, view: memoryview
+    ) -> list[tuple[int, int]]:
+        chunks = kafka_chunks(
+            view,
+            0,
+            self.buffers,
+            log.config.max_message_bytes,
+            source.log_path,
+            self._kernel,
+            (source.base_offset, self._next_base.get(source.base_offset)),
+        )
+        drop_pages(view, 0, len(view))  # the walk touched a page per batch
+        return chunks
+
+    def _check_sources(self, log: Log, segments: list[LogSegment]) -> None:
+        """Frame and CRC-check every batch of the segments this round rewrites, before the
+        first ``.cleaned`` file is created.
+
+        The map pass checked the dirty part it read; the rest (the clean section, the first
+        dirty segment before the first dirty offset, what follows where the map filled up) is
+        checked here. A damaged batch anywhere raises :class:`CorruptRecordError` naming the
+        file and the position while nothing has been written, so the log stays byte for byte
+        as it was; checking group by group instead would leave the groups before the damage
+        swapped in. The copy phase then checks nothing twice.
+        """
+        for source in segments:
+            self.check_abort(log)
+            view = source.map_log()
+            chunks = self._source_chunks(log, source, view)
+            self._chunks[source.base_offset] = chunks
+            lo, hi = self._verified.get(source.base_offset, (0, 0))
+            release = PageRelease(view, 0)
+            try:
+                for region in regions_of(chunks, self.buffers.region_bytes):
+                    r0, r1 = region[0][0], region[-1][1]
+                    if not lo <= r0 < r1 <= hi:
+                        verify_crcs(view, r0, r1, source.log_path)
+                    release.passed(r1)
+            finally:
+                release.finish()
+            self._verified[source.base_offset] = (0, len(view))
 
     # --- 2-4. rewriting a group -------------------------------------------------------------
     def clean_segments(
@@ -491,10 +560,9 @@ class Cleaner:
         as Kafka's filter would.
         """
         view = source.map_log()
-        chunks = kafka_chunks(
-            view, 0, self.buffers, log.config.max_message_bytes, source.log_path, self._kernel
-        )
-        drop_pages(view, 0, len(view))  # the walk touched a page per batch
+        chunks = self._chunks.pop(source.base_offset, None)
+        if chunks is None:  # pragma: no cover - _check_sources framed every source
+            chunks = self._source_chunks(log, source, view)
         delete_retention_ms = log.config.delete_retention_ms
         # Batches the map pass of this round checked need no second CRC check.
         verified_lo, verified_hi = self._verified.get(source.base_offset, (0, 0))

@@ -32,8 +32,18 @@ Theory of operation (spec 4):
 
   ``abort_and_pause`` of an in-progress partition blocks until the cleaner thread reports back,
   so when it returns no thread works on the partition. Every other transition is an error.
-* **Uncleanable partitions.** A partition whose statistics, cleaning or retention raised is kept
-  out of cleaning and of the cleaner's retention pass until it leaves the store.
+* **Uncleanable partitions.** A partition whose statistics or retention raised, or whose
+  cleaning failed ``compactlog.cleaner.max.attempts`` times in a row, is kept out of cleaning and
+  of the cleaner's retention pass until it leaves the store (or the store is reopened), as
+  Kafka keeps it (``uncleanable-partitions-count``).
+* **Failed cleanings** (beyond Kafka, which marks a partition uncleanable at its first failure):
+  a cleaning that fails is retried, not at once but after a back-off of
+  ``log.cleaner.backoff.ms`` x 2^(failures - 1), at most :data:`MAX_BACKOFF_FACTOR` x
+  ``log.cleaner.backoff.ms``; during the back-off the partition is not selected. A failure
+  counts towards the limit unless it is an I/O error (disk full, EIO: not the partition's
+  fault; such a partition is retried after the back-off for as long as it takes). A cleaning
+  that succeeds forgets the failures. A partition with counted failures is kept out of the
+  cleaner's retention pass, as an uncleanable one is.
 
 One lock (a condition variable over a re-entrant lock) guards the states, the uncleanable set and
 every read-modify-write of the checkpoint file: several cleaner threads share one manager.
@@ -68,6 +78,20 @@ LONG_MAX = 2**63 - 1
 REASON_ACTIVE_SEGMENT = "active segment"
 REASON_MIN_COMPACTION_LAG = "min.compaction.lag.ms"
 REASON_HIGH_WATERMARK = "high watermark"
+
+
+#: The back-off after a failed cleaning grows up to this many times ``log.cleaner.backoff.ms``.
+MAX_BACKOFF_FACTOR = 16
+
+
+@dataclass(frozen=True)
+class CleaningFailure:
+    """The failed cleanings of a partition since its last success."""
+
+    attempts: int  # failures that count towards ``compactlog.cleaner.max.attempts``
+    io_errors: int  # failures by an I/O error (not counted)
+    retry_at_ms: int  # not selected before this time
+    reason: str  # the last failure
 
 
 # --- cleaning states ------------------------------------------------------------------------
@@ -339,6 +363,7 @@ class LogCleanerManager:
         self._cond = threading.Condition(threading.RLock())
         self._states: dict[TopicPartition, LogCleaningState] = {}
         self._uncleanable: dict[TopicPartition, str] = {}
+        self._failures: dict[TopicPartition, CleaningFailure] = {}
         self._dirtiest_ratio = 0.0
         self._time_of_last_run = clock()
         # Per cleaner thread, the stats of its last selection that returned a log (Kafka's
@@ -422,6 +447,9 @@ class LogCleanerManager:
             for tp, log in self._logs().items():
                 if not log.config.compact or tp in self._states or tp in self._uncleanable:
                     continue
+                failure = self._failures.get(tp)
+                if failure is not None and failure.retry_at_ms > now:
+                    continue  # backing off after a failed cleaning
                 try:
                     candidate = self._candidate(tp, log, last_clean.get(tp), now)
                 except Exception as exc:
@@ -455,7 +483,10 @@ class LogCleanerManager:
             taken = [
                 (tp, log)
                 for tp, log in self._logs().items()
-                if log.config.compact and tp not in self._states and tp not in self._uncleanable
+                if log.config.compact
+                and tp not in self._states
+                and tp not in self._uncleanable
+                and not self._failing(tp)
             ]
             for tp, _ in taken:
                 self._states[tp] = IN_PROGRESS
@@ -581,6 +612,7 @@ class LogCleanerManager:
         with self._cond:
             self.abort_cleaning(tp)
             self._uncleanable.pop(tp, None)
+            self._failures.pop(tp, None)
             self._update_checkpoints(remove=tp)
 
     def is_aborted(self, tp: TopicPartition) -> bool:
@@ -603,6 +635,48 @@ class LogCleanerManager:
         with self._cond:
             self._uncleanable[tp] = reason
 
+    def record_failure(
+        self,
+        tp: TopicPartition,
+        reason: str,
+        now: int,
+        *,
+        counts: bool,
+        max_attempts: int,
+        backoff_ms: int,
+    ) -> CleaningFailure | None:
+        """A cleaning of ``tp`` failed: back off, or (``counts``, and this was attempt
+        ``max_attempts``) mark it uncleanable with ``reason`` and return None."""
+        with self._cond:
+            last = self._failures.get(tp)
+            attempts = (last.attempts if last else 0) + counts
+            io_errors = (last.io_errors if last else 0) + (not counts)
+            if counts and attempts >= max_attempts:
+                self._failures.pop(tp, None)
+                self._uncleanable[tp] = f"{reason} (failed {attempts} attempts)"
+                return None
+            factor = min(2 ** (attempts + io_errors - 1), MAX_BACKOFF_FACTOR)
+            failure = CleaningFailure(attempts, io_errors, now + backoff_ms * factor, reason)
+            self._failures[tp] = failure
+            return failure
+
+    def _failing(self, tp: TopicPartition) -> bool:
+        """Whether ``tp``'s last cleaning failed for a reason that counts (damaged data): kept
+        out of the retention pass as an uncleanable partition is. After I/O errors only, the
+        retention pass goes on: it frees space."""
+        failure = self._failures.get(tp)
+        return failure is not None and failure.attempts > 0
+
+    def record_success(self, tp: TopicPartition) -> None:
+        """A cleaning of ``tp`` completed: its failures are forgotten."""
+        with self._cond:
+            self._failures.pop(tp, None)
+
+    def failures(self) -> dict[TopicPartition, CleaningFailure]:
+        """The partitions whose last cleaning failed and that will be retried."""
+        with self._cond:
+            return dict(self._failures)
+
     def uncleanable_partitions(self) -> dict[TopicPartition, str]:
         with self._cond:
             return dict(self._uncleanable)
@@ -613,6 +687,8 @@ class LogCleanerManager:
             hosted = self._logs()
             for tp in [tp for tp in self._uncleanable if tp not in hosted]:
                 del self._uncleanable[tp]
+            for tp in [tp for tp in self._failures if tp not in hosted]:
+                del self._failures[tp]
 
     # --- gauges --------------------------------------------------------------------------
     @property

@@ -65,6 +65,7 @@ def kafka_chunks(
     max_message: int,
     path: str,
     kernel: str = "auto",
+    offsets: tuple[int, int | None] | None = None,
 ) -> list[tuple[int, int]]:
     """The ``[start, end)`` byte ranges Kafka's cleaner reads a segment in, from ``start``.
 
@@ -73,7 +74,9 @@ def kafka_chunks(
     and stays grown for the rest of the segment, as Kafka's does until ``restoreBuffers``. A
     batch claiming more bytes than the segment holds, or fewer than a record needs, is corrupt.
     The batch boundaries come from one compiled walk (:func:`_rebuild_kernel.batch_ends`);
-    the reads are then cut with a binary search each.
+    the reads are then cut with a binary search each. With ``offsets`` (the segment's base
+    offset and the next segment's, or None), every batch's framing is checked too
+    (:func:`framing_problem`), since the CRC does not cover the header's first 21 bytes.
     """
     size = len(view)
     found = np.empty((size - start) // (_rk.MIN_READ_LENGTH + LOG_OVERHEAD) + 1, np.int64)
@@ -81,14 +84,25 @@ def kafka_chunks(
     count = _rk.batch_ends_kernel(kernel)(data, start, found)
     ends: list[int] = found[:count].tolist()
     p = ends[-1] if ends else start
+    problem: tuple[int, str] | None = None
     if p < size:  # the walk stopped early: say why
         if size - p < LOG_OVERHEAD:
-            raise CorruptRecordError(f"{path}: {size - p} trailing bytes at {p}")
-        (length,) = _LENGTH.unpack_from(view, p + 8)
-        raise CorruptRecordError(
-            f"{path}: batch at position {p} claims {length + LOG_OVERHEAD} bytes but "
-            f"{size - p} remain"
-        )
+            problem = (p, f"{path}: {size - p} trailing bytes at {p}")
+        else:
+            (length,) = _LENGTH.unpack_from(view, p + 8)
+            problem = (
+                p,
+                f"{path}: batch at position {p} claims {length + LOG_OVERHEAD} bytes but "
+                f"{size - p} remain",
+            )
+    if offsets is not None and ends:
+        # Always before the walk's stop, which follows every batch it framed.
+        problem = framing_problem(view, start, ends, offsets[0], offsets[1], path) or problem
+    if problem is not None:
+        # Damage before it shows first as a CRC mismatch (a shortened length frames the next
+        # batch at the wrong place): the earliest damaged batch is the one to name.
+        verify_crcs(view, start, problem[0], path)
+        raise CorruptRecordError(problem[1])
     chunks: list[tuple[int, int]] = []
     position = start
     capacity = buffers.read_buffer_size
@@ -108,6 +122,71 @@ def kafka_chunks(
         position = ends[last - 1]
         first = last
     return chunks
+
+
+# Where the header fields the CRC does not cover sit in a v2 batch, and its smallest size.
+_MAGIC_AT = 16
+_LAST_DELTA_AT = 23
+_BATCH_OVERHEAD = 61
+
+
+def _be_ints(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """The big-endian signed integers of ``width`` bytes at each position of ``at``."""
+    raw = data[np.minimum(at[:, None] + np.arange(width), len(data) - 1)]
+    return np.ascontiguousarray(raw).view(f">i{width}").ravel().astype(np.int64)
+
+
+def framing_problem(
+    view: memoryview,
+    start: int,
+    ends: list[int],
+    base_offset: int,
+    next_offset: int | None,
+    path: str,
+) -> tuple[int, str] | None:
+    """What a batch's CRC does not cover, checked for the whole batches ending at ``ends``:
+    the position and the error message of the first batch that fails, or None.
+
+    Kafka's CRC-32C starts at the attributes: a damaged base offset, length or magic byte
+    passes it. Every batch must be a v2 batch (magic 2) at least as long as its header, its
+    last offset (base offset + lastOffsetDelta) not below its base offset, its base offset
+    above the previous batch's last offset, and its offsets inside the segment:
+    ``[base_offset, next_offset)``. (A base offset moved inside an offset gap that compaction left
+    cannot be told from the original; nothing can tell it.)
+    """
+    data = np.frombuffer(view, np.uint8)
+    ends_arr = np.asarray(ends, np.int64)
+    starts = np.empty_like(ends_arr)
+    starts[0] = start
+    starts[1:] = ends_arr[:-1]
+    magic = data[starts + _MAGIC_AT]
+    short = ends_arr - starts < _BATCH_OVERHEAD
+    bases = _be_ints(data, starts, 8)
+    lasts = bases + _be_ints(data, starts + _LAST_DELTA_AT, 4)
+    previous = np.empty_like(lasts)
+    previous[0] = base_offset - 1
+    previous[1:] = lasts[:-1]
+    upper = np.iinfo(np.int64).max if next_offset is None else next_offset
+    bad = (magic != 2) | short | (lasts < bases) | (bases <= previous) | (lasts >= upper)
+    if not bad.any():
+        return None
+    i = int(np.flatnonzero(bad)[0])
+    p, base, last = int(starts[i]), int(bases[i]), int(lasts[i])
+    if magic[i] != 2:
+        why = f"unsupported magic {int(magic[i])} (expected 2)"
+    elif short[i]:
+        why = f"{int(ends_arr[i]) - p} bytes, fewer than a batch header's {_BATCH_OVERHEAD}"
+    elif last < base:
+        why = f"last offset {last} below its base offset {base}"
+    elif base <= previous[i]:
+        why = (
+            f"base offset {base} not above the previous batch's last offset {int(previous[i])}"
+            if i
+            else f"base offset {base} below the segment's base offset {base_offset}"
+        )
+    else:
+        why = f"offsets [{base}, {last}] reach the next segment's base offset {next_offset}"
+    return p, f"{path}: corrupt batch at position {p}: {why}"
 
 
 def regions_of(chunks: list[tuple[int, int]], region_bytes: int) -> Iterator[list[tuple[int, int]]]:

@@ -7,8 +7,12 @@ Theory of operation. One :class:`LogCleaner` per store owns a
 ``cleanFilthiestLog``) is:
 
 1. select the filthiest eligible compacted log and clean it (the checkpoint moves to the round's
-   end offset); a log whose cleaning raises is marked uncleanable and skipped from then on,
-   while the others keep being served;
+   end offset). A cleaning that raises leaves the log as it was; the partition backs off and is
+   retried, and after ``compactlog.cleaner.max.attempts`` failures in a row it is marked
+   uncleanable and skipped from then on, while the others keep being served. An I/O error
+   (disk full) stops the round the same way but never counts towards the limit: the partition
+   is retried after the back-off until space returns (see
+   :class:`~compactlog.cleaner.manager.LogCleanerManager`);
 2. run retention (``deleteOldSegments``) on every idle compacted log: ``compact,delete`` topics
    get time and size retention here, pure ``compact`` topics the log-start-offset rule;
 3. forget uncleanable marks of partitions that are gone.
@@ -20,13 +24,19 @@ demand), and :meth:`LogCleaner.clean_log` cleans a chosen log whatever its dirty
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from compactlog.cleaner.cleaner import Cleaner
-from compactlog.cleaner.manager import LogCleanerManager, LogToClean, cleanable_offsets
+from compactlog.cleaner.manager import (
+    CleaningFailure,
+    LogCleanerManager,
+    LogToClean,
+    cleanable_offsets,
+)
 from compactlog.cleaner.offset_map import CompactOffsetMap, OffsetMap, SkimpyOffsetMap
 from compactlog.cleaner.reads import CleanerBuffers
 from compactlog.cleaner.stats import (
@@ -50,6 +60,18 @@ logger = logging.getLogger("compactlog.cleaner")
 
 TopicPartition = tuple[str, int]
 MAX_MAP_BYTES = 2**31 - 1
+#: compactlog's own setting: failed cleanings in a row before a partition is uncleanable.
+MAX_ATTEMPTS = "compactlog.cleaner.max.attempts"
+
+
+def _errno_name(exc: BaseException) -> str:
+    """The errno behind a StorageError, by name ("ENOSPC"), or "no errno"."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno is not None:
+            return errno.errorcode.get(cause.errno, str(cause.errno))
+        cause = cause.__cause__
+    return "no errno"
 
 
 def new_cleaner(
@@ -92,7 +114,11 @@ class CleanResult:
     stats: CleanerStats | None = None
     summary: str = ""
     segments_deleted: dict[TopicPartition, int] = field(default_factory=dict)
+    #: The partitions marked uncleanable, and the one whose cleaning failed in this iteration
+    #: (marked or not), with the reason.
     uncleanable: dict[TopicPartition, str] = field(default_factory=dict)
+    #: The partition whose cleaning failed this iteration and will be retried, with its count.
+    failures: dict[TopicPartition, CleaningFailure] = field(default_factory=dict)
     aborted: bool = False
 
     @property
@@ -116,6 +142,7 @@ class LogCleaner:
         # serves one thread at a time, whether a background thread or an on-demand call.
         self._cleaner_locks = {c.thread_id: threading.Lock() for c in self._cleaners}
         self._last_stats: dict[int, CleanerStats] = {}  # per cleaner thread: its last round
+        self._io_errors = 0  # cleanings stopped by an I/O error since the start
 
     def _new_cleaner(self, thread_id: int, threads: int) -> Cleaner:
         return new_cleaner(
@@ -188,15 +215,108 @@ class LogCleaner:
         except CleaningAbortedError:
             result.aborted = True
         except StorageError as exc:
-            logger.error("cleaning %s failed with an I/O error: %s", log.name, exc)
-            result.uncleanable[tp] = f"I/O error: {exc}"
+            self._io_error(
+                tp,
+                log.name,
+                "cleaning",
+                "every segment group is as it was or wholly cleaned",
+                exc,
+                now,
+                result,
+            )
         except Exception as exc:
-            reason = f"{type(exc).__name__}: {exc}"
-            logger.warning("marking %s uncleanable: %s", log.name, reason)
-            self.manager.mark_uncleanable(tp, reason)
             end_offset = fdo
+            self._failed(tp, log.name, f"{type(exc).__name__}: {exc}", now, result)
+        else:
+            self.manager.record_success(tp)
         finally:
-            self.manager.done_cleaning(tp, end_offset if not result.aborted else fdo)
+            try:
+                self.manager.done_cleaning(tp, end_offset if not result.aborted else fdo)
+            except StorageError as exc:
+                if tp in result.failures:  # the round failed already: one failure, two lines
+                    logger.error("cannot write the cleaner checkpoint of %s: %s", log.name, exc)
+                else:
+                    # The cleaned segments are in; only the checkpoint is behind, so the next
+                    # round cleans that range again (nothing is lost).
+                    self._io_error(
+                        tp,
+                        log.name,
+                        "writing the cleaner checkpoint of",
+                        "the log is cleaned but its first dirty offset may stay behind",
+                        exc,
+                        now,
+                        result,
+                    )
+
+    def _io_error(
+        self,
+        tp: TopicPartition,
+        name: str,
+        doing: str,
+        outcome: str,
+        exc: StorageError,
+        now: int,
+        result: CleanResult,
+    ) -> None:
+        """Report an I/O error of a round (log line with the errno, metric, back-off); it never
+        counts towards marking the partition uncleanable: it is not the partition's fault."""
+        self._io_errors += 1
+        broker = self.store.broker
+        failure = self.manager.record_failure(
+            tp,
+            f"I/O error: {exc}",
+            now,
+            counts=False,
+            max_attempts=self._max_attempts(),
+            backoff_ms=broker.cleaner_backoff_ms,
+        )
+        assert failure is not None
+        logger.error(
+            "%s %s stopped by an I/O error (%s): %s; %s, retrying after %d ms",
+            doing,
+            name,
+            _errno_name(exc),
+            exc,
+            outcome,
+            failure.retry_at_ms - now,
+        )
+        result.uncleanable[tp] = f"I/O error: {exc}"
+        result.failures[tp] = failure
+
+    def _failed(
+        self, tp: TopicPartition, name: str, reason: str, now: int, result: CleanResult
+    ) -> None:
+        """A cleaning failed (damaged data, a bug): back off, or mark the partition uncleanable
+        after ``compactlog.cleaner.max.attempts`` failures in a row."""
+        max_attempts = self._max_attempts()
+        failure = self.manager.record_failure(
+            tp,
+            reason,
+            now,
+            counts=True,
+            max_attempts=max_attempts,
+            backoff_ms=self.store.broker.cleaner_backoff_ms,
+        )
+        result.uncleanable[tp] = self.manager.uncleanable_partitions().get(tp, reason)
+        if failure is None:
+            logger.warning(
+                "marking %s uncleanable after %d failed cleanings: %s", name, max_attempts, reason
+            )
+            return
+        result.failures[tp] = failure
+        logger.warning(
+            "cleaning %s failed (attempt %d of %d, retrying after %d ms): %s",
+            name,
+            failure.attempts,
+            max_attempts,
+            failure.retry_at_ms - now,
+            reason,
+        )
+
+    def _max_attempts(self) -> int:
+        value = self.store.broker.get(MAX_ATTEMPTS)
+        assert isinstance(value, int)
+        return value
 
     def _retention(self, now: int, result: CleanResult) -> None:
         deletable = self.manager.logs_to_delete()
@@ -273,6 +393,10 @@ class LogCleaner:
             "cleaner-recopy-percent": 100.0 * written / read if read else 0.0,
             "max-clean-time-secs": max((s.elapsed_secs() for s in last), default=0.0),
             "DeadThreadCount": float(dead),
+            # compactlog's own: cleanings stopped by an I/O error since the start, and the
+            # partitions waiting to retry a failed cleaning.
+            "compactlog-cleaner-io-errors": float(self._io_errors),
+            "compactlog-cleaner-retrying-partitions": float(len(self.manager.failures())),
         }
 
     # --- pause, resume, deleted partitions ---------------------------------------------------

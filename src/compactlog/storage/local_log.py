@@ -59,6 +59,44 @@ def segment_settings(config: LogConfig) -> SegmentSettings:
     )
 
 
+class _UnfinishedSwap:
+    """A swap whose segment map switched to ``new`` but whose renames are not all done."""
+
+    def __init__(self, new: LogSegment, old: list[LogSegment], range_path: str, now: int) -> None:
+        self.new = new
+        self.old = old
+        self.range_path = range_path
+        self.now = now
+
+
+def _rename_files(segment: LogSegment, old: str, new: str) -> None:
+    """:meth:`LogSegment.change_suffix`, skipping the files that an earlier call, stopped by an
+    I/O error, renamed already."""
+
+    def done(path: str) -> bool:
+        return path.endswith(new) if new else not path.endswith(old)
+
+    def renamed(path: str) -> str:
+        return path[: len(path) - len(old)] + new
+
+    if not done(segment.log_path) and segment.fs.exists(segment.log_path):
+        target = renamed(segment.log_path)
+        segment.fs.rename(segment.log_path, target)
+        segment.log_path = target
+    for index in (segment.offset_index, segment.time_index):
+        if not done(index.path):
+            if segment.fs.exists(index.path):
+                index.rename(renamed(index.path))
+            else:
+                index.path = renamed(index.path)
+    if not done(segment.txn_index_path):
+        target = renamed(segment.txn_index_path)
+        if segment.fs.exists(segment.txn_index_path):
+            segment.fs.rename(segment.txn_index_path, target)
+        segment.txn_index_path = target
+    segment.suffix = new
+
+
 @dataclass
 class PendingDeletion:
     """A segment renamed ``.deleted`` (or, with ``segment`` None, the files in ``paths``: the
@@ -100,6 +138,9 @@ class LocalLog:
         self._next_offset = segments[-1].read_next_offset()
         self._last_flush_ms = clock()
         self._pending_deletions: list[PendingDeletion] = []
+        # Swaps whose segment map switched but whose renames an I/O error stopped (see
+        # replace_segments); finished by finish_swaps.
+        self._unfinished_swaps: list[_UnfinishedSwap] = []
         # The directory needs an fsync only after a file in it was created, renamed or removed.
         self._dir_needs_sync = True
 
@@ -264,6 +305,13 @@ class LocalLog:
 
         Returns the segments of ``old`` that were in the map (now replaced) and the clock time
         their deletion was scheduled at, for the files of the caller's that go with them.
+
+        An I/O error (disk full) before step 2 undoes what was done, as far as it can: ``new``'s
+        files and the range file are removed, the old segments stay the log (a file that cannot
+        be removed is one the loader removes). After step 2 the swap can only go forward: the
+        error is raised, the swap is kept and :meth:`finish_swaps` (run again before the next
+        swap, retention or deletion of this log) completes its renames; until then the files
+        on disk are ones the loader completes.
         """
         present = [s for s in old if any(s is t for t in self._segments)]
         range_path = os.path.join(self.dir, f"{new.base_offset:020d}{SWAP_RANGE_SUFFIX}")
@@ -274,9 +322,15 @@ class LocalLog:
                 if i + 1 < len(self._segments)
                 else present[-1].read_next_offset()
             )
-            write_file_atomically(self.fs, range_path, f"{end}\n".encode())
-        new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
-        self.fs.sync_dir(self.dir)
+        self.finish_swaps()
+        try:
+            if present:
+                write_file_atomically(self.fs, range_path, f"{end}\n".encode())
+            new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+            self.fs.sync_dir(self.dir)
+        except Exception:
+            self._undo_swap(new, range_path)
+            raise
         if present:
             first = next(i for i, s in enumerate(self._segments) if s is present[0])
             last = next(i for i, s in enumerate(self._segments) if s is present[-1])
@@ -284,22 +338,50 @@ class LocalLog:
         else:
             self._segments.append(new)
             self._segments.sort(key=lambda s: s.base_offset)
-        delay = self._config.file_delete_delay_ms
         now = self.clock()
-        for segment in present:
-            segment.change_suffix("", DELETED_SUFFIX)
-            segment.release_index_handles()
-            self._pending_deletions.append(PendingDeletion(segment, now + delay))
-        new.change_suffix(SWAP_SUFFIX, "")
-        self.fs.sync_dir(self.dir)
-        self.fs.remove(range_path)
-        self._dir_needs_sync = True
+        self._unfinished_swaps.append(_UnfinishedSwap(new, present, range_path, now))
+        self.finish_swaps()
         return present, now
+
+    def finish_swaps(self) -> None:
+        """Steps 3 and 4 of the swaps whose segment map already switched: rename each old
+        segment ``.deleted`` (its removal scheduled), ``new``'s files ``.swap`` -> final, fsync
+        the directory, remove the range file. Every file renamed already is skipped, so this
+        goes on where an I/O error stopped it; the error is raised again if it recurs."""
+        delay = self._config.file_delete_delay_ms
+        while self._unfinished_swaps:
+            swap = self._unfinished_swaps[0]
+            for segment in swap.old:
+                if segment.suffix != DELETED_SUFFIX:
+                    _rename_files(segment, "", DELETED_SUFFIX)
+                    segment.release_index_handles()
+                    self._pending_deletions.append(PendingDeletion(segment, swap.now + delay))
+            if swap.new.suffix == SWAP_SUFFIX:
+                _rename_files(swap.new, SWAP_SUFFIX, "")
+            self.fs.sync_dir(self.dir)
+            self.fs.remove(swap.range_path)
+            self._dir_needs_sync = True
+            self._unfinished_swaps.pop(0)
+
+    def _undo_swap(self, new: LogSegment, range_path: str) -> None:
+        """Best effort after a swap failed before the map switched: remove ``new``'s files,
+        its log last (the loader would rename an index ``.swap`` left without its log over the
+        old segment's index; a log ``.swap`` left alone it completes as a swap, which is a
+        correct cleaning too), then the range file. The old segments stay the log either way."""
+        try:
+            new.close_handles()
+            log_path, *others = new.all_paths()
+            for path in [*others, log_path]:
+                self.fs.remove(path)
+            self.fs.remove(range_path)
+        except Exception:  # the caller raises the swap's own error; the loader tidies up
+            pass
 
     # --- deletion -------------------------------------------------------------------------
     def remove_and_delete_segments(self, deletable: list[LogSegment], now: int) -> None:
         """Take ``deletable`` out of the map and rename them ``.deleted``; their files go after
         ``file.delete.delay.ms``. The recovery point moves up to the first remaining segment."""
+        self.finish_swaps()  # a segment still named .swap must not be renamed .swap.deleted
         for segment in deletable:
             self._segments.remove(segment)
             segment.change_suffix("", DELETED_SUFFIX)

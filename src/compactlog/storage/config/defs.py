@@ -602,6 +602,12 @@ _BROKER_ONLY_DEFS: Final = (
               "The cleaner's offset map: 'kafka' (Kafka's map: MD5 digests, 24 bytes per key, "
               "so passes stop at exactly the same record as Kafka's) or 'compact' (16 bytes per "
               "key: 1.5x the keys per pass in the same buffer).", OneOf(("kafka", "compact"))),
+    # compactlog's own (Kafka marks a partition uncleanable at its first failed cleaning).
+    ConfigDef("compactlog.cleaner.max.attempts", "int", 3,
+              "Cleanings of a partition that may fail in a row (damaged data, a bug) before it "
+              "is marked uncleanable until the store is reopened; between attempts the cleaner "
+              "backs off log.cleaner.backoff.ms, doubling up to 16 times that. I/O errors (disk "
+              "full) back off the same way but do not count.", at_least(1)),
     # Scheduling and checkpoints (ServerLogConfigs).
     ConfigDef("log.retention.check.interval.ms", "long", 300000,
               "How often retention runs over the logs that are not compacted.", at_least(1)),

@@ -23,6 +23,17 @@ store reopens the directory. Checked after every cut:
 Judged on each run's own trace, as R9(1) does: the round's helper thread runs beside the main
 thread, so the k-th fsync need not be the same call in every run. CI tier: every fsync point x
 ``SEEDS`` seeds; ``pytest -m soak`` multiplies the seeds.
+
+R9(2), the power-loss half: continuous cleaning with concurrent appends, as R9(2)'s SIGKILL
+test does (a forked child appends under P-sync while the store's background cleaner cleans, with
+a clock 100 times faster than real time so tombstone horizons pass), but the child's filesystem
+is a ``PowerLossFileSystem`` that dies before its k-th fsync, k drawn at random, whichever thread
+makes it; the child then cuts the power (random models, seeded) and exits, and the parent
+reopens the directory and checks: the log loads with no temporary file left, offsets strictly
+increase, every record is one written at that offset, 0 acknowledged records lost (every key's
+last acknowledged value, or a later write, is there; a key is absent only if its last write was
+a tombstone), and two further cleans reach a fixpoint. CI tier ``R9_POWER_CUTS`` (200), soak
+2,000. It reports how many cuts left a swap in progress on disk.
 """
 
 from __future__ import annotations
@@ -31,13 +42,18 @@ import itertools
 import os
 import random
 import shutil
+import struct
 import time
+import traceback
+import warnings
 from pathlib import Path
 
 import pytest
 
 from tests.cleaner.test_cleaner_crash import (
     BROKER,
+    CODECS,
+    DELETE_RETENTION_MS,
     PART,
     TOPIC,
     TP,
@@ -46,8 +62,10 @@ from tests.cleaner.test_cleaner_crash import (
     drop_crashed,
     key_map,
     leftovers,
+    partition_files,
     records,
     reference,
+    warp_clock,
     work_dir,
 )
 from tests.conftest import ManualClock
@@ -58,6 +76,10 @@ __all__ = ["work_dir"]  # the fixture, shared with R9(1)
 
 SEEDS = 8
 SOAK_SEEDS = 100
+POWER_CUTS = int(os.environ.get("R9_POWER_CUTS", "200"))
+SOAK_POWER_CUTS = 2000
+#: The child's cut comes before its k-th fsync, k uniform in 1..MAX_FSYNC (about 2 per append).
+MAX_FSYNC = 400
 FSYNCS = ("sync", "sync_dir")
 
 
@@ -194,3 +216,177 @@ def test_r9_power_loss_at_every_fsync_of_a_clean_and_its_swap(work_dir: Path) ->
 @pytest.mark.soak
 def test_r9_power_loss_soak(work_dir: Path) -> None:
     run_cuts(work_dir, SOAK_SEEDS, base_seed=random.SystemRandom().randrange(2**31))
+
+
+# --- R9(2), power-loss half: random cuts during continuous cleaning with appends ---------------
+
+ACK = struct.Struct(">qhqb")  # offset, key number, value number (unique), tombstone flag
+
+
+CLEANER_FILES = (".cleaned", ".swap", ".swaprange", "cleaner-offset-checkpoint", ".deleted")
+
+
+def _child(data: Path, seed: int, ack_fd: int) -> bool:
+    """Append (P-sync) while the background cleaner cleans, until the filesystem dies before
+    its k-th fsync; then cut the power. Returns whether that fsync was of a cleaner's file."""
+    rng = random.Random(seed)
+    fs = PowerLossFileSystem(trace=False)
+    store = open_managed(
+        data,
+        clock=warp_clock,
+        config={**BROKER, "log.cleaner.backoff.ms": 5},
+        background=True,
+        fs=fs,
+    )
+    fs.crash_at_op(rng.randint(1, MAX_FSYNC))
+    value = seed * 1_000_000
+    try:
+        for _ in range(100_000):  # far more fsyncs than MAX_FSYNC
+            batch = []
+            for _ in range(rng.randint(1, 5)):
+                key = rng.randint(1, 40)
+                tombstone = rng.random() < 0.1
+                batch.append((key, value, tombstone))
+                value += 1
+            base = store.append(
+                TOPIC,
+                0,
+                [(b"k%02d" % k, None if t else b"k%02d:%d" % (k, v)) for k, v, t in batch],
+                compression=rng.choice(CODECS),
+            )
+            acks = [ACK.pack(base + i, k, v, t) for i, (k, v, t) in enumerate(batch)]
+            os.write(ack_fd, b"".join(acks))
+    except SimulatedCrash:
+        pass
+    except Exception:
+        # A read racing with the crash in another thread finds its descriptor closed; once the
+        # power is gone nothing the process does matters any more.
+        if fs.crashed is None:
+            raise
+    fs.power_cut(rng)
+    crash = fs.crashed
+    assert crash is not None
+    return os.path.basename(crash.call.path).endswith(CLEANER_FILES)
+
+
+def _drain(read_fd: int) -> list[tuple[int, int, int, int]]:
+    chunks = []
+    while chunk := os.read(read_fd, 1 << 16):
+        chunks.append(chunk)
+    data = b"".join(chunks)
+    data = data[: len(data) - len(data) % ACK.size]
+    return [ACK.unpack_from(data, i) for i in range(0, len(data), ACK.size)]
+
+
+def power_cuts_during_continuous_cleaning(tmp_path: Path, cuts: int) -> None:
+    seed = random.SystemRandom().randrange(2**31)
+    data = tmp_path / "data"
+    with open_managed(data, clock=warp_clock, config=BROKER) as store:
+        store.create_topic(
+            TOPIC,
+            1,
+            {
+                "cleanup.policy": "compact",
+                "flush.messages": 1,  # P-sync: an acknowledged append was fsynced
+                "segment.bytes": 2048,
+                "min.cleanable.dirty.ratio": 0.01,
+                "delete.retention.ms": DELETE_RETENTION_MS,
+                "file.delete.delay.ms": 1000,
+                "segment.index.bytes": 4096,
+            },
+        )
+    acked: dict[int, tuple[bytes, bytes | None]] = {}
+    written: dict[int, tuple[bytes, bytes | None]] = {}
+    mid_swap = deleting = at_cleaner_file = cleaned_runs = 0
+    started = time.monotonic()
+    for cut in range(cuts):
+        child_seed = seed * 1000 + cut + 1
+        context = f"seed {seed}, cut {cut} (child seed {child_seed})"
+        read_fd, write_fd = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+            pid = os.fork()
+        if pid == 0:  # the child: append and clean until the power fails
+            os.close(read_fd)
+            code = 1
+            try:
+                code = 11 if _child(data, child_seed, write_fd) else 10
+            except BaseException:
+                traceback.print_exc()  # shown with the failure
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        for offset, key, value, tombstone in _drain(read_fd):
+            record = (b"k%02d" % key, None if tombstone else b"k%02d:%d" % (key, value))
+            assert written.get(offset, record) == record, f"offset {offset} acked twice ({context})"
+            acked[offset] = written[offset] = record
+        os.close(read_fd)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) in (10, 11), (
+            f"the child failed before the power cut ({status}, {context})"
+        )
+        at_cleaner_file += os.WEXITSTATUS(status) == 11
+        names = os.listdir(data / PART)
+        mid_swap += any(n.endswith((".cleaned", ".swap")) for n in names)
+        deleting += any(n.endswith(".deleted") for n in names)
+        try:
+            store = open_managed(data, clock=warp_clock, config=BROKER)
+        except Exception as exc:
+            raise AssertionError(f"the log does not load ({context}): {exc}") from exc
+        try:
+            assert leftovers(data) == [], f"temporary files after startup ({context})"
+            recs = records(store)
+            offsets = [o for o, _, _ in recs]
+            assert all(a < b for a, b in itertools.pairwise(offsets)), context
+            known = max(written, default=-1)
+            end = store.log_end_offset(*TP)
+            assert end > max(acked, default=-1), f"acked lost: log end {end} ({context})"
+            for o, k, v in recs:
+                if o in written:
+                    assert written[o] == (k, v), f"record {o} is not what was written ({context})"
+                else:  # written, but the cut came before its acknowledgement
+                    assert o > known and k is not None, f"foreign record {o} ({context})"
+                    assert v is None or v.startswith(k + b":"), f"foreign record {o} ({context})"
+                    written[o] = (k, v)
+            # Records past the log end that were written but not acknowledged are gone for good:
+            # the next appends reuse their offsets.
+            for o in [o for o in written if o >= end]:
+                assert o not in acked, f"acked record {o} beyond the log end {end} ({context})"
+                del written[o]
+            present = key_map(recs)
+            latest: dict[bytes, int] = {}
+            for o in sorted(written):
+                latest[written[o][0]] = o
+            for key, o in latest.items():
+                got = present.get(key)
+                if got is None:
+                    assert written[o][1] is None, f"latest value of {key!r} lost ({context})"
+                else:
+                    assert got == (o, written[o][1]), f"{key!r}: {got}, wrote {o} ({context})"
+            first = manager_of(store).clean_log(TOPIC, 0)
+            assert not first.uncleanable, f"{first.uncleanable} ({context})"
+            cleaned_runs += first.cleaned is not None
+            files = partition_files(data)
+            second = manager_of(store).clean_log(TOPIC, 0)
+            assert second.stats is None and partition_files(data) == files, context
+        finally:
+            close_managed(store)  # a clean close: the next child starts from a durable state
+    elapsed = time.monotonic() - started
+    print(
+        f"R9(2) power loss, seed {seed}: {cuts} power cuts in {elapsed:.1f} s; {at_cleaner_file} "
+        f"before an fsync of a cleaner's file; {mid_swap} left .cleaned/.swap files and "
+        f"{deleting} .deleted files on disk; {len(acked)} acked records; {cleaned_runs} "
+        f"restarts found dirt to clean"
+    )
+    assert mid_swap > 0 or cuts < 20, f"no cut landed during a swap (seed {seed})"
+
+
+@pytest.mark.slow
+def test_r9_power_loss_during_continuous_cleaning(work_dir: Path) -> None:
+    power_cuts_during_continuous_cleaning(work_dir, POWER_CUTS)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(4 * 3600)
+def test_r9_power_loss_during_continuous_cleaning_soak(work_dir: Path) -> None:
+    power_cuts_during_continuous_cleaning(work_dir, SOAK_POWER_CUTS)

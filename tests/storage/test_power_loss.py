@@ -264,7 +264,7 @@ def test_r2_power_loss_at_every_call_under_kafka_defaults(work_dir: Path) -> Non
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_r2_power_loss_soak(work_dir: Path, policy: str) -> None:
     seed = random.SystemRandom().randrange(2**31)
-    seeds = 20 if policy == "P-sync" else 8
+    seeds = 20 if policy == "P-sync" else 10
     cuts, _ = run_cuts(work_dir, policy, appends=80, seeds=seeds, base_seed=seed)
     assert cuts >= 5000
 

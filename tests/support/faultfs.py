@@ -31,7 +31,8 @@ sequence of calls the code makes, never on timing. Reads (``exists``, ``listdir`
 
 Before call *k* runs, the filesystem decides its fate, in this order:
 
-1. **Crash** (:meth:`~FaultInjectingFileSystem.crash_at`): the call is not performed and
+1. **Crash** (:meth:`~FaultInjectingFileSystem.crash_at`,
+   :meth:`~FaultInjectingFileSystem.crash_at_op`): the call is not performed and
    :class:`SimulatedCrash` is raised. With ``partial_write`` a ``write_at``/``append`` is *torn*:
    a strict prefix of its bytes is written first. From then on the filesystem is dead: every call
    on it or on a handle it opened, mutating or not, raises :class:`SimulatedCrash`, so code that
@@ -61,6 +62,15 @@ Enumerate every crash point of an operation, restarting from a fresh filesystem 
             do_operation(fs, directory)
         check_invariants(OsFileSystem(), directory)   # "restart"
 
+Cut the power before the k-th fsync instead, keeping a random part of what was not synced::
+
+    fs = PowerLossFileSystem()
+    fs.crash_at_op(k)                            # the k-th sync or sync_dir never returns
+    with pytest.raises(SimulatedCrash):
+        do_operation(fs, directory)
+    cut = fs.power_cut(random.Random(seed))      # the directory now holds what survived
+    check_invariants(OsFileSystem(), directory)  # print cut.describe() and the seed on failure
+
 Inject an I/O error instead with ``fs.fail_at(k, errno.EIO)`` or, by call site,
 ``fs.fail_when(lambda n, op, path: op == "sync", errno.EIO)``. ``fs.trace`` lists
 ``(number, op, path)`` for every numbered call, which is what to print when a crash point fails.
@@ -71,18 +81,24 @@ Simulated: a process crash (SIGKILL) exactly before any mutating call, a torn ``
 of the bytes reached the file, as when the process dies inside ``pwrite``), and ``OSError`` from
 any mutating call (ENOSPC, EIO, EFBIG, ...), once or persistently.
 
-Not simulated: **power loss**. After a simulated crash everything that was performed is in the
-page cache of the real filesystem and stays there, as it does after a real process crash; unsynced
-data is never dropped, and unsynced creations, renames and deletions are never undone. Also not
-simulated: errors from non-mutating calls (reads, ``listdir``, ``close``), and short reads.
+After a simulated crash everything that was performed is in the page cache of the real
+filesystem and stays there, as it does after a real process crash; unsynced data is never dropped,
+and unsynced creations, renames and deletions are never undone. **Power loss** (spec R2) is the
+subclass :class:`PowerLossFileSystem`: it journals every change that is not durable yet (file data
+until the file's ``sync``, directory entries until the directory's ``sync_dir``), and its
+:meth:`~PowerLossFileSystem.power_cut` rewrites the directory to what a chosen model lets survive
+(dropped, a prefix, torn, reordered at page granularity; see its docstring). A test crashes it
+first, usually before the k-th fsync (:meth:`~FaultInjectingFileSystem.crash_at_op`), then cuts
+the power and reopens the directory with the real filesystem. Not simulated: errors from
+non-mutating calls (reads, ``listdir``, ``close``), and short reads.
 
-Power loss (spec R2) is meant to be added as a subclass: every performed mutation is reported to
-:meth:`~FaultInjectingFileSystem._performed` with its arguments, which is where a journal of
-unsynced file data and unsynced directory entries (cleared by ``sync``/``sync_dir``) would be kept
-and later replayed, dropped or torn.
+Subclasses see every performed mutation through :meth:`~FaultInjectingFileSystem._perform` (which
+runs it) and :meth:`~FaultInjectingFileSystem._performed` (after it ran), with its arguments.
 
 Numbering is deterministic for single-threaded code. Calls from several threads get unique
-numbers (a lock protects the counter), but their order is then up to the scheduler.
+numbers (a lock protects the counter), but their order is then up to the scheduler: judge a
+crashed run on its own :attr:`~FaultInjectingFileSystem.trace` (or :attr:`crashed`), and use
+:meth:`~FaultInjectingFileSystem.crash_at_op` to name "the k-th fsync" of whichever thread.
 """
 
 from __future__ import annotations
@@ -408,16 +424,20 @@ class FaultInjectingFileSystem:
                     torn = memoryview(data)[:n]  # type: ignore[arg-type]
                     self._perform(call, (position, torn), lambda: tear(n), via)
         finally:
-            with self._lock:
-                handles, self._handles = list(self._handles), set()
-            for handle in handles:
-                handle._close_inner_quietly()
+            self._close_handles()
         message = f"simulated crash at call #{call.number} ({call.op} {call.path!r})"
         if torn_length is not None:
             message += f", torn after {torn_length} of {size} bytes"
         crash = SimulatedCrash(message, call, torn_length)
         self._crash = crash
         raise crash
+
+    def _close_handles(self) -> None:
+        """Close every inner handle, as the kernel closes a dead process's descriptors."""
+        with self._lock:
+            handles, self._handles = list(self._handles), set()
+        for handle in handles:
+            handle._close_inner_quietly()
 
     def _failure_for(self, call: MutatingCall) -> int | None:
         key = (_ERROR_LABEL[call.op], call.path)
@@ -722,6 +742,11 @@ class PowerLossFileSystem(FaultInjectingFileSystem):
         handle: FaultInjectingFileHandle | None,
     ) -> _T:
         with self._journal_lock:
+            crash = self._crash
+            if crash is not None and crash.call.number != call.number:
+                # Another thread died while this call waited for the lock: it never happens
+                # (and its descriptor is closed already).
+                self._check_alive()
             op = call.op
             path = _key(call.path)
             if op in ("write_at", "append", "truncate"):
@@ -820,6 +845,11 @@ class PowerLossFileSystem(FaultInjectingFileSystem):
                 return result
             return super()._perform(call, args, perform, handle)  # makedirs, set_mtime_ms
 
+    def _close_handles(self) -> None:
+        # Not while another thread is inside a call: it would write to a closed descriptor.
+        with self._journal_lock:
+            super()._close_handles()
+
     def _entry(self, path: str, change: _EntryOp) -> None:
         self._dir_ops.setdefault(os.path.dirname(path), []).append(change)
 
@@ -852,9 +882,7 @@ class PowerLossFileSystem(FaultInjectingFileSystem):
             if self._crash is None:
                 call = MutatingCall(self._calls, "power_cut", "")
                 self._crash = SimulatedCrash(f"power cut after call #{self._calls}", call)
-            handles, self._handles = list(self._handles), set()
-        for handle in handles:
-            handle._close_inner_quietly()
+        self._close_handles()
         with self._journal_lock:
             self._cut = self._cut_now(rng, files, dirs)
             self._nodes.clear()

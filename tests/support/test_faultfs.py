@@ -775,3 +775,40 @@ def test_unknown_power_cut_model_is_refused(tmp_path: Path) -> None:
     handle.append(b"x")
     with pytest.raises(ValueError, match="unknown power-cut model 'lose'"):
         fs.power_cut(random.Random(9), files="lose")
+
+
+def test_call_waiting_while_another_thread_crashes_raises_simulated_crash(tmp_path: Path) -> None:
+    """A write that passed the liveness check, then waited for the journal while another thread
+    crashed, must not reach its (now closed) descriptor: it never happened."""
+    import threading
+
+    fs = PowerLossFileSystem()
+    handle = fs.open(str(tmp_path / "a"), create=True)
+    other = fs.open(str(tmp_path / "b"), create=True)
+    outcome: list[BaseException | None] = []
+
+    def write() -> None:
+        try:
+            handle.append(b"late")
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    fs._journal_lock.acquire()  # as if a third thread were inside a call
+    try:
+        before = fs.calls
+        thread = threading.Thread(target=write)
+        thread.start()
+        for _ in range(1000):  # until the write is numbered and waits for the journal
+            if fs.calls > before:
+                break
+            threading.Event().wait(0.001)
+        fs.crash_at(fs.calls + 1)
+        with pytest.raises(SimulatedCrash):
+            other.append(b"x")  # this thread dies: the descriptors are closed
+    finally:
+        fs._journal_lock.release()
+    thread.join(5)
+    assert len(outcome) == 1 and isinstance(outcome[0], SimulatedCrash), outcome
+    fs.power_cut(random.Random(0), files="keep", dirs="keep")
+    assert _files(tmp_path) == {"a": b"", "b": b""}

@@ -107,6 +107,7 @@ import contextlib
 import errno
 import os
 import random
+import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -580,12 +581,14 @@ class _Node:
     path: str | None
     detached: bytearray | None = None
     ops: list[_DataOp] = field(default_factory=list)
+    is_dir: bool = False
 
 
 @dataclass(eq=False)
 class _EntryOp:
-    """One unsynced change of a directory: ``create``/``remove`` of ``name``, or ``rename`` of
-    ``name`` to ``target`` (replacing ``replaced``, or nothing)."""
+    """One unsynced change of a directory: ``create``/``remove`` of file ``name``, ``mkdir`` of
+    subdirectory ``name``, or ``rename`` of ``name`` to ``target`` (replacing ``replaced``, or
+    nothing)."""
 
     kind: str
     name: str
@@ -659,11 +662,15 @@ class PowerLossFileSystem(FaultInjectingFileSystem):
     order. Entry changes are never reordered within a directory, as journaling filesystems
     commit metadata in order.
 
+    A directory created by ``makedirs`` is an entry of its parent like a file: until the parent
+    is fsynced its creation may be undone, and then it vanishes with everything in it, fsynced
+    or not.
+
     Not modelled (and not needed by the storage layer, which checks its own calls): renames
-    between directories (refused with ``ValueError``), creating, renaming or removing
-    *directories* (``makedirs``/``rmdir`` are durable at once), ``set_mtime_ms`` (not journaled),
-    hard links, and file-size metadata separate from data (``fdatasync`` is treated as making
-    the file's length durable too, as it does for a length the data needs).
+    between directories (refused with ``ValueError``), renaming or removing *directories*
+    (durable at once), ``set_mtime_ms`` (not journaled), hard links, and file-size metadata
+    separate from data (``fdatasync`` is treated as making the file's length durable too, as it
+    does for a length the data needs).
     """
 
     def __init__(self, inner: FileSystem | None = None, *, trace: bool = True) -> None:
@@ -671,6 +678,7 @@ class PowerLossFileSystem(FaultInjectingFileSystem):
         self._journal_lock = threading.RLock()
         self._nodes: dict[str, _Node] = {}  # absolute path -> the file linked there
         self._dir_ops: dict[str, list[_EntryOp]] = {}  # absolute directory -> unsynced entries
+        self._dirs: dict[str, _Node] = {}  # absolute path -> a directory created through us
         self._next_ident = 0
         self._cut: PowerCut | None = None
 
@@ -841,9 +849,27 @@ class PowerLossFileSystem(FaultInjectingFileSystem):
                 for p in [p for p in self._nodes if p.startswith(prefix)]:
                     del self._nodes[p]
                 self._dir_ops.pop(path, None)
+                # Removing a directory is durable at once, so its creation no longer matters.
+                gone_dir = self._dirs.pop(path, None)
+                parent_ops = self._dir_ops.get(os.path.dirname(path), [])
+                parent_ops[:] = [e for e in parent_ops if e.node is not gone_dir]
                 self._performed(call, args)
                 return result
-            return super()._perform(call, args, perform, handle)  # makedirs, set_mtime_ms
+            if op == "makedirs":
+                missing = []
+                parent = path
+                while not os.path.exists(parent) and os.path.dirname(parent) != parent:
+                    missing.append(parent)
+                    parent = os.path.dirname(parent)
+                result = perform()
+                for created in reversed(missing):  # the outermost first
+                    self._next_ident += 1
+                    node = _Node(self._next_ident, created, is_dir=True)
+                    self._dirs[created] = node
+                    self._entry(created, _EntryOp("mkdir", os.path.basename(created), node))
+                self._performed(call, args)
+                return result
+            return super()._perform(call, args, perform, handle)  # set_mtime_ms
 
     def _close_handles(self) -> None:
         # Not while another thread is inside a call: it would write to a closed descriptor.
@@ -861,6 +887,10 @@ class PowerLossFileSystem(FaultInjectingFileSystem):
             self._nodes[node.path] = node
         for d in [d for d in self._dir_ops if d == src or d.startswith(prefix)]:
             self._dir_ops[dst + d[len(src) :]] = self._dir_ops.pop(d)
+        for d in [d for d in self._dirs if d == src or d.startswith(prefix)]:
+            node = self._dirs.pop(d)
+            node.path = dst + d[len(src) :]
+            self._dirs[node.path] = node
 
     # -- the cut ---------------------------------------------------------------------------------
 
@@ -896,11 +926,13 @@ class PowerLossFileSystem(FaultInjectingFileSystem):
         for directory, ops in sorted(self._dir_ops.items()):
             if not ops:
                 continue
-            now = {
-                n: self._node_at(os.path.join(directory, n))
-                for n in sorted(os.listdir(directory))
-                if os.path.isfile(os.path.join(directory, n))
-            }
+            now: dict[str, _Node] = {}
+            for n in sorted(os.listdir(directory)):
+                path = os.path.join(directory, n)
+                if os.path.isfile(path):
+                    now[n] = self._node_at(path)
+                elif os.path.isdir(path):
+                    now[n] = self._dirs.get(path) or _Node(-1, path, is_dir=True)
             namespace = dict(now)
             for change in reversed(ops):
                 _undo_entry(namespace, change)
@@ -910,14 +942,31 @@ class PowerLossFileSystem(FaultInjectingFileSystem):
                 _redo_entry(namespace, change)
             names[directory] = namespace
             report.dirs[directory] = f"{mode} {keep}/{len(ops)}"
+        # Directories whose creation did not survive vanish with everything in them.
+        vanished = sorted(
+            os.path.join(directory, n)
+            for directory, namespace in names.items()
+            for n in os.listdir(directory)
+            if os.path.isdir(os.path.join(directory, n)) and n not in namespace
+        )
+
+        def gone(path: str) -> bool:
+            return any(path == v or path.startswith(v + os.sep) for v in vanished)
+
+        for v in vanished:
+            report.dirs[v] = "vanished: its creation was not durable"
+        names = {d: ns for d, ns in names.items() if not gone(d)}
         # 2. The content that survives of every file that is linked somewhere afterwards.
         linked: dict[int, tuple[_Node, list[str]]] = {}
         for directory, namespace in names.items():
             for name, node in namespace.items():
-                linked.setdefault(node.ident, (node, []))[1].append(os.path.join(directory, name))
+                if not node.is_dir:
+                    path = os.path.join(directory, name)
+                    linked.setdefault(node.ident, (node, []))[1].append(path)
         for node in list(self._nodes.values()):
-            if node.path is not None and os.path.dirname(node.path) not in names:
-                linked.setdefault(node.ident, (node, []))[1].append(node.path)
+            at = node.path
+            if at is not None and os.path.dirname(at) not in names and not gone(at):
+                linked.setdefault(node.ident, (node, []))[1].append(at)
         contents: dict[int, bytes | None] = {}  # None: unchanged on disk, in place
         for ident, (node, paths) in linked.items():
             if not node.ops and node.path is not None and paths == [node.path]:
@@ -934,6 +983,8 @@ class PowerLossFileSystem(FaultInjectingFileSystem):
                 report.files[shown] = _replay(data, node.ops, mode, rng)
             contents[ident] = bytes(data)
         # 3. Rewrite the disk: first read everything (done), then remove and write.
+        for v in vanished:
+            shutil.rmtree(v)
         for directory, namespace in names.items():
             for name in os.listdir(directory):
                 path = os.path.join(directory, name)
@@ -1041,7 +1092,7 @@ def _replay(data: bytearray, ops: list[_DataOp], mode: str, rng: random.Random) 
 
 
 def _undo_entry(namespace: dict[str, _Node], change: _EntryOp) -> None:
-    if change.kind == "create":
+    if change.kind in ("create", "mkdir"):
         del namespace[change.name]
     elif change.kind == "remove":
         namespace[change.name] = change.node
@@ -1053,7 +1104,7 @@ def _undo_entry(namespace: dict[str, _Node], change: _EntryOp) -> None:
 
 
 def _redo_entry(namespace: dict[str, _Node], change: _EntryOp) -> None:
-    if change.kind == "create":
+    if change.kind in ("create", "mkdir"):
         namespace[change.name] = change.node
     elif change.kind == "remove":
         del namespace[change.name]

@@ -812,3 +812,29 @@ def test_call_waiting_while_another_thread_crashes_raises_simulated_crash(tmp_pa
     assert len(outcome) == 1 and isinstance(outcome[0], SimulatedCrash), outcome
     fs.power_cut(random.Random(0), files="keep", dirs="keep")
     assert _files(tmp_path) == {"a": b"", "b": b""}
+
+
+@pytest.mark.parametrize("mode", ["drop", "keep"])
+def test_unsynced_mkdir_vanishes_with_its_fsynced_files(tmp_path: Path, mode: str) -> None:
+    fs = PowerLossFileSystem()
+    fs.makedirs(str(tmp_path / "t-0" / "sub"))
+    _synced_file(fs, tmp_path / "t-0" / "a", b"acked").close()  # file and t-0 fsynced
+    fs.remove(str(tmp_path / "t-0" / "a.old"))  # a missing file: no entry change
+    handle = fs.open(str(tmp_path / "t-0" / "b"), create=True)  # unsynced, in t-0's journal
+    handle.append(b"b")
+    cut = fs.power_cut(random.Random(10), files="keep", dirs=mode)
+    if mode == "drop":
+        assert os.listdir(tmp_path) == [], cut
+        assert "vanished" in cut.describe()
+    else:
+        assert _files(tmp_path / "t-0") == {"a": b"acked", "b": b"b"}
+        assert (tmp_path / "t-0" / "sub").is_dir()
+
+
+def test_mkdir_made_durable_by_the_parent_fsync(tmp_path: Path) -> None:
+    fs = PowerLossFileSystem()
+    fs.makedirs(str(tmp_path / "t-0"))
+    fs.sync_dir(str(tmp_path))
+    _synced_file(fs, tmp_path / "t-0" / "a", b"acked").close()
+    fs.power_cut(random.Random(11), files="drop", dirs="drop")
+    assert _files(tmp_path / "t-0") == {"a": b"acked"}

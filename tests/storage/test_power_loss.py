@@ -54,7 +54,11 @@ POLICIES = {
 }
 #: Where the power fails: before every fsync under P-sync; under P-kafka, whose appends do not
 #: fsync, before every mutating call.
-CUT_OPS = {"P-sync": ("sync", "sync_dir"), "P-kafka": MUTATING_OPS}
+CUT_OPS = {
+    "P-sync": ("sync", "sync_dir"),
+    "P-kafka": MUTATING_OPS,
+    "P-sync, topic created in the run": ("sync", "sync_dir"),
+}
 #: Power loss is simulated by the journal, not by the disk, so RAM serves as well as a disk.
 RAM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
@@ -94,16 +98,25 @@ def workload(store: Store, clock: ManualClock, appends: int, progress: Progress)
 
 def make_pristine(path: Path, policy: str) -> None:
     with Store.open(path, clock=ManualClock()) as store:
-        store.create_topic(TOPIC, 1, POLICIES[policy])
+        if policy != "P-sync, topic created in the run":
+            store.create_topic(TOPIC, 1, POLICIES[policy])
 
 
-def count_points(pristine: Path, work: Path, appends: int, ops: tuple[str, ...]) -> int:
+def create_in_run(store: Store, policy: str) -> None:
+    if policy == "P-sync, topic created in the run":
+        store.create_topic(TOPIC, 1, POLICIES["P-sync"])
+
+
+def count_points(
+    pristine: Path, work: Path, policy: str, appends: int, ops: tuple[str, ...]
+) -> int:
     data = work / "count"
     shutil.copytree(pristine, data)
     fs = PowerLossFileSystem()
     clock = ManualClock()
     store = Store.open(data, clock=clock, fs=fs)
     opened = fs.calls
+    create_in_run(store, policy)
     workload(store, clock, appends, Progress())
     trace = fs.trace
     assert trace is not None
@@ -144,7 +157,7 @@ def recovery_point_on_disk(data: Path) -> int | None:
 def check_restart(data: Path, progress: Progress, policy: str) -> list[str]:
     problems: list[str] = []
     rp = recovery_point_on_disk(data)
-    if policy == "P-sync" and rp is not None and rp > progress.acked_end:
+    if policy != "P-kafka" and rp is not None and rp > progress.acked_end:
         problems.append(
             f"checkpointed recovery point {rp} is beyond the last fsynced offset "
             f"{progress.acked_end}"
@@ -154,6 +167,10 @@ def check_restart(data: Path, progress: Progress, policy: str) -> list[str]:
     except Exception as exc:
         return [*problems, f"recovery raised {type(exc).__name__}: {exc}"]
     try:
+        if TOPIC not in store.topics():  # its creation did not survive
+            if progress.acked_end > 0:
+                problems.append(f"the topic is gone with {progress.acked_end} acked records")
+            return problems
         end = store.log_end_offset(TOPIC, 0)
         try:
             got = [(r.offset, r.value) for r in store.read(TOPIC, 0, 0)]
@@ -167,7 +184,7 @@ def check_restart(data: Path, progress: Progress, policy: str) -> list[str]:
             problems.append(
                 f"checkpointed recovery point {rp} is beyond the {len(got)} records left"
             )
-        if policy == "P-sync" and len(got) < progress.acked_end:
+        if policy != "P-kafka" and len(got) < progress.acked_end:
             problems.append(
                 f"acknowledged records lost: {len(got)} readable, {progress.acked_end} acked"
             )
@@ -199,7 +216,7 @@ def run_cuts(
     pristine = work / "pristine"
     make_pristine(pristine, policy)
     ops = CUT_OPS[policy]
-    n = count_points(pristine, work, appends, ops)
+    n = count_points(pristine, work, policy, appends, ops)
     assert n >= appends, f"expected a cut point per append at least, got {n}"
     survived = {"acked only": 0, "unacked tail too": 0, "less than acked": 0}
     failures: list[str] = []
@@ -216,6 +233,7 @@ def run_cuts(
             fs.crash_at_op(k, ops)
             progress = Progress()
             with pytest.raises(SimulatedCrash):
+                create_in_run(store, policy)
                 workload(store, clock, appends, progress)
             store._release()  # the data directory lock (plain os calls), as the kernel would
             crash = fs.crashed
@@ -229,7 +247,7 @@ def run_cuts(
             )
             failures += [f"{where}: {p}" for p in check_restart(data, progress, policy)]
             with Store.open(data, clock=ManualClock(2_000_000_000_000)) as again:
-                end = again.log_end_offset(TOPIC, 0)
+                end = again.log_end_offset(TOPIC, 0) if TOPIC in again.topics() else 0
             kind = (
                 "less than acked"
                 if end < progress.acked_end
@@ -252,6 +270,16 @@ def run_cuts(
 def test_r2_power_loss_at_every_fsync_of_append_and_roll(work_dir: Path) -> None:
     cuts, _ = run_cuts(work_dir, "P-sync", appends=30, seeds=3, base_seed=20_000)
     assert cuts >= 300
+
+
+@pytest.mark.slow
+def test_r2_power_loss_with_the_topic_created_in_the_run(work_dir: Path) -> None:
+    """The partition directory itself is new: its creation must be durable before an append
+    to it is acknowledged."""
+    cuts, _ = run_cuts(
+        work_dir, "P-sync, topic created in the run", appends=12, seeds=3, base_seed=40_000
+    )
+    assert cuts >= 100
 
 
 @pytest.mark.slow

@@ -734,11 +734,10 @@ class PowerLossFileSystem(FaultInjectingFileSystem):
                     seen.setdefault(e.replaced.ident, e.replaced)
         return list(seen.values())
 
-    def _detach(self, node: _Node) -> None:
-        """``node`` is about to lose its name: keep its current content in memory."""
+    def _detach(self, node: _Node, content: bytes) -> None:
+        """``node`` lost its name; ``content`` is what it held (read before it went)."""
         assert node.path is not None
-        with open(node.path, "rb") as f:
-            node.detached = bytearray(f.read())
+        node.detached = bytearray(content)
         del self._nodes[node.path]
         node.path = None
 
@@ -773,7 +772,15 @@ class PowerLossFileSystem(FaultInjectingFileSystem):
                     raw = bytes(data)  # type: ignore[call-overload]
                     old = inner.read_at(position, len(raw)) if position < old_size else b""
                     change = _DataOp("write", position, raw, 0, old_size, old)
-                result = perform()
+                try:
+                    result = perform()
+                except BaseException:
+                    # A real I/O error may leave part of a write in the page cache: journal
+                    # what is there now, so that undoing it stays exact.
+                    if change.kind == "write":
+                        change.data = inner.read_at(change.position, len(change.data))
+                        node.ops.append(change)
+                    raise
                 node.ops.append(change)
                 if node.detached is not None:  # written after its name went: keep up
                     _apply(node.detached, change)
@@ -797,13 +804,11 @@ class PowerLossFileSystem(FaultInjectingFileSystem):
                 self._performed(call, args)
                 return result
             if op == "remove":
-                gone = self._nodes.get(path)
-                if gone is None and os.path.isfile(path):
-                    gone = self._new_node(path)
-                if gone is not None:
-                    self._detach(gone)
+                content = _read(path) if os.path.isfile(path) else None
                 result = perform()
-                if gone is not None:
+                if content is not None:
+                    gone = self._node_at(path)
+                    self._detach(gone, content)
                     self._entry(path, _EntryOp("remove", os.path.basename(path), gone))
                 self._performed(call, args)
                 return result
@@ -821,12 +826,13 @@ class PowerLossFileSystem(FaultInjectingFileSystem):
                         f"the power-loss journal models renames within one directory only: "
                         f"{call.path} -> {target}"
                     )
+                content = _read(dst) if dst != path and os.path.isfile(dst) else None
+                result = perform()
                 node = self._node_at(path)
                 replaced: _Node | None = None
-                if dst != path and os.path.isfile(dst):
+                if content is not None:
                     replaced = self._node_at(dst)
-                    self._detach(replaced)
-                result = perform()
+                    self._detach(replaced, content)
                 if dst != path:
                     del self._nodes[path]
                     node.path = dst

@@ -838,3 +838,14 @@ def test_mkdir_made_durable_by_the_parent_fsync(tmp_path: Path) -> None:
     _synced_file(fs, tmp_path / "t-0" / "a", b"acked").close()
     fs.power_cut(random.Random(11), files="drop", dirs="drop")
     assert _files(tmp_path / "t-0") == {"a": b"acked"}
+
+
+def test_failed_rename_or_remove_leaves_the_journal_as_it_was(tmp_path: Path) -> None:
+    (tmp_path / "cp").write_bytes(b"old")
+    fs = PowerLossFileSystem()
+    with pytest.raises(StorageError):
+        fs.rename(str(tmp_path / "missing"), str(tmp_path / "cp"))
+    fs.remove(str(tmp_path / "missing"))  # not an error, and nothing to undo
+    assert fs.unsynced() == {}
+    fs.power_cut(random.Random(12), files="drop", dirs="drop")
+    assert _files(tmp_path) == {"cp": b"old"}

@@ -46,6 +46,7 @@ import struct
 import time
 import traceback
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -111,7 +112,10 @@ def durable_swaps(ref: Reference, done: list[MutatingCall], part_dir: str) -> li
     return out
 
 
-def check_restart(data: Path, clock: ManualClock, ref: Reference, durable: list[bool]) -> list[str]:
+def check_restart(
+    data: Path, clock: ManualClock, ref: Reference, durable: list[bool], states: Counter[str]
+) -> list[str]:
+    """The broken invariants after a cut (empty when all hold); counts each group's state."""
     problems: list[str] = []
     try:
         store = open_managed(data, clock=clock, config=BROKER)
@@ -137,6 +141,8 @@ def check_restart(data: Path, clock: ManualClock, ref: Reference, durable: list[
             mine = [r for r in recs if lo <= r[0] < hi]
             old = [r for r in ref.pre if lo <= r[0] < hi]
             new = [r for r in ref.post if lo <= r[0] < hi]
+            if mine in (old, new):
+                states["same pre/post" if old == new else "post" if mine == new else "pre"] += 1
             if mine not in (old, new):
                 problems.append(
                     f"group [{lo}, {hi}) is neither pre- nor post-clean: offsets "
@@ -174,6 +180,7 @@ def run_cuts(work: Path, seeds: int, base_seed: int) -> tuple[int, float]:
     assert n >= 10, f"a clean of several groups has many fsyncs, got {n}"
     failures: list[str] = []
     cuts = 0
+    states: Counter[str] = Counter()
     started = time.monotonic()
     for k in range(1, n + 1):
         for s in range(seeds):
@@ -197,12 +204,13 @@ def run_cuts(work: Path, seeds: int, base_seed: int) -> tuple[int, float]:
                 f"seed {seed}: power cut before fsync {k}/{n} ({crash.call.op} "
                 f"{os.path.basename(crash.call.path)}), left {cut.describe()}"
             )
-            failures += [f"{where}: {p}" for p in check_restart(data, clock, ref, durable)]
+            failures += [f"{where}: {p}" for p in check_restart(data, clock, ref, durable, states)]
             shutil.rmtree(data)
     elapsed = time.monotonic() - started
     print(
         f"R9 power loss: {n} fsync points of the clean x {seeds} seeds = {cuts} power cuts "
-        f"in {elapsed:.1f} s (groups {ref.groups}, replacing {ref.old_bases}, topic {TOPIC})"
+        f"in {elapsed:.1f} s (groups {ref.groups}, replacing {ref.old_bases}); group states "
+        f"after the cuts: {dict(states)}"
     )
     assert not failures, f"{len(failures)} broken invariants:\n" + "\n".join(failures[:30])
     return cuts, elapsed
@@ -357,12 +365,12 @@ def power_cuts_during_continuous_cleaning(tmp_path: Path, cuts: int) -> None:
             latest: dict[bytes, int] = {}
             for o in sorted(written):
                 latest[written[o][0]] = o
-            for key, o in latest.items():
-                got = present.get(key)
+            for name, o in latest.items():
+                got = present.get(name)
                 if got is None:
-                    assert written[o][1] is None, f"latest value of {key!r} lost ({context})"
+                    assert written[o][1] is None, f"latest value of {name!r} lost ({context})"
                 else:
-                    assert got == (o, written[o][1]), f"{key!r}: {got}, wrote {o} ({context})"
+                    assert got == (o, written[o][1]), f"{name!r}: {got}, wrote {o} ({context})"
             first = manager_of(store).clean_log(TOPIC, 0)
             assert not first.uncleanable, f"{first.uncleanable} ({context})"
             cleaned_runs += first.cleaned is not None

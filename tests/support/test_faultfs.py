@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -780,8 +781,6 @@ def test_unknown_power_cut_model_is_refused(tmp_path: Path) -> None:
 def test_call_waiting_while_another_thread_crashes_raises_simulated_crash(tmp_path: Path) -> None:
     """A write that passed the liveness check, then waited for the journal while another thread
     crashed, must not reach its (now closed) descriptor: it never happened."""
-    import threading
-
     fs = PowerLossFileSystem()
     handle = fs.open(str(tmp_path / "a"), create=True)
     other = fs.open(str(tmp_path / "b"), create=True)

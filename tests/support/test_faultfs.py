@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,13 @@ from typing import Any
 import pytest
 
 from compactlog.errors import StorageError
-from compactlog.storage.fs import FileSystem, OsFileSystem
+from compactlog.storage.fs import FileHandle, FileSystem, OsFileSystem
 from tests.support.faultfs import (
     MUTATING_OPS,
+    PAGE,
     FaultInjectingFileSystem,
     MutatingCall,
+    PowerLossFileSystem,
     SimulatedCrash,
     count_mutations,
 )
@@ -580,3 +583,268 @@ def test_wraps_any_inner_filesystem(tmp_path: Path) -> None:
     handle.close()
     assert outer.calls == 3
     assert inner.calls == 2
+
+
+# -- power loss (PowerLossFileSystem) ----------------------------------------------------------
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.is_file()}
+
+
+def _synced_file(fs: FileSystem, path: Path, data: bytes) -> FileHandle:
+    """Create ``path`` with ``data``, fsync it and its directory; the handle stays open."""
+    handle = fs.open(str(path), create=True)
+    handle.write_at(0, data)
+    handle.sync()
+    fs.sync_dir(str(path.parent))
+    return handle
+
+
+@pytest.mark.parametrize("mode", ["drop", "keep"])
+def test_power_cut_drops_or_keeps_unsynced_data(tmp_path: Path, mode: str) -> None:
+    fs = PowerLossFileSystem()
+    handle = _synced_file(fs, tmp_path / "a", b"synced")
+    handle.append(b"+more")
+    handle.write_at(0, b"S")
+    assert fs.unsynced() == {str(tmp_path / "a"): 2}
+    cut = fs.power_cut(random.Random(1), files=mode, dirs="keep")
+    want = b"synced" if mode == "drop" else b"Synced+more"
+    assert _files(tmp_path) == {"a": want}, cut
+    with pytest.raises(SimulatedCrash):
+        handle.append(b"x")  # the filesystem is dead after the cut
+
+
+def test_power_cut_keeps_everything_fsynced(tmp_path: Path) -> None:
+    fs = PowerLossFileSystem()
+    handle = _synced_file(fs, tmp_path / "a", b"one")
+    handle.append(b"two")
+    handle.truncate(4)
+    handle.sync()
+    assert fs.unsynced() == {}
+    fs.power_cut(random.Random(2))  # random models: nothing is unsynced, nothing can go
+    assert _files(tmp_path) == {"a": b"onet"}
+
+
+def test_unsynced_truncate_is_undone(tmp_path: Path) -> None:
+    fs = PowerLossFileSystem()
+    handle = _synced_file(fs, tmp_path / "a", b"0123456789")
+    handle.truncate(3)
+    handle.truncate(20)  # extends with zeros
+    fs.power_cut(random.Random(3), files="drop", dirs="keep")
+    assert _files(tmp_path) == {"a": b"0123456789"}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_prefix_and_torn_keep_an_ordered_prefix(tmp_path: Path, seed: int) -> None:
+    fs = PowerLossFileSystem()
+    handle = _synced_file(fs, tmp_path / "a", b"")
+    chunks = [bytes([65 + i]) * 5 for i in range(6)]
+    for chunk in chunks:
+        handle.append(chunk)
+    mode = "prefix" if seed % 2 else "torn"
+    fs.power_cut(random.Random(seed), files=mode, dirs="keep")
+    data = _files(tmp_path)["a"]
+    full = b"".join(chunks)
+    assert full.startswith(data)
+    if mode == "torn":
+        assert len(data) < len(full), data  # at least the last write is torn
+
+
+def test_torn_can_tear_the_last_write(tmp_path: Path) -> None:
+    lengths = set()
+    for seed in range(40):
+        d = tmp_path / f"d{seed}"
+        d.mkdir()
+        fs = PowerLossFileSystem()
+        handle = _synced_file(fs, d / "a", b"")
+        handle.append(b"x" * 10)
+        cut = fs.power_cut(random.Random(seed), files="torn", dirs="keep")
+        lengths.add(len(_files(d)["a"]))
+        assert "torn 0/1" in cut.describe()
+    assert lengths <= set(range(10)) and len(lengths) > 3
+
+
+def test_reorder_lands_pages_independently(tmp_path: Path) -> None:
+    seen = set()
+    for seed in range(30):
+        d = tmp_path / f"d{seed}"
+        d.mkdir()
+        fs = PowerLossFileSystem()
+        handle = _synced_file(fs, d / "a", b"")
+        handle.append(b"a" * PAGE + b"b" * PAGE)  # one write, two pages
+        fs.power_cut(random.Random(seed), files="reorder", dirs="keep")
+        data = _files(d)["a"]
+        assert data in (b"", b"a" * PAGE, b"\0" * PAGE + b"b" * PAGE, b"a" * PAGE + b"b" * PAGE)
+        seen.add(data)
+    assert len(seen) == 4, "each page lands or not on its own"
+
+
+def test_unsynced_create_vanishes_with_its_fsynced_data(tmp_path: Path) -> None:
+    fs = PowerLossFileSystem()
+    handle = fs.open(str(tmp_path / "new"), create=True)
+    handle.append(b"data")
+    handle.sync()  # the data is durable, the directory entry is not
+    fs.power_cut(random.Random(4), files="keep", dirs="drop")
+    assert _files(tmp_path) == {}
+
+
+@pytest.mark.parametrize("mode", ["drop", "keep"])
+def test_unsynced_rename_reverts_to_the_old_name(tmp_path: Path, mode: str) -> None:
+    fs = PowerLossFileSystem()
+    handle = _synced_file(fs, tmp_path / "x.cleaned", b"new")
+    fs.rename(str(tmp_path / "x.cleaned"), str(tmp_path / "x.swap"))
+    handle.append(b"!")  # written through the handle opened under the old name
+    handle.sync()
+    fs.power_cut(random.Random(5), files="drop", dirs=mode)
+    want = {"x.cleaned": b"new!"} if mode == "drop" else {"x.swap": b"new!"}
+    assert _files(tmp_path) == want
+
+
+def test_write_then_rename_over_an_old_file_reverts(tmp_path: Path) -> None:
+    (tmp_path / "cp").write_bytes(b"old")  # predates the journal: durable
+    fs = PowerLossFileSystem()
+    write_file_atomically_without_dir_sync(fs, tmp_path / "cp", b"new")
+    fs.power_cut(random.Random(6), files="keep", dirs="drop")
+    assert _files(tmp_path) == {"cp": b"old"}
+
+
+def write_file_atomically_without_dir_sync(fs: FileSystem, path: Path, data: bytes) -> None:
+    handle = fs.open(str(path) + ".tmp", create=True)
+    handle.write_at(0, data)
+    handle.sync()
+    handle.close()
+    fs.rename(str(path) + ".tmp", str(path))
+
+
+def test_prefix_of_directory_changes_in_order(tmp_path: Path) -> None:
+    (tmp_path / "cp").write_bytes(b"old")
+    outcomes = set()
+    for seed in range(30):
+        d = tmp_path / f"d{seed}"
+        d.mkdir()
+        (d / "cp").write_bytes(b"old")
+        fs = PowerLossFileSystem()
+        write_file_atomically_without_dir_sync(fs, d / "cp", b"new")
+        cut = fs.power_cut(random.Random(seed), files="keep", dirs="prefix")
+        files = _files(d)
+        assert files in ({"cp": b"old"}, {"cp": b"old", "cp.tmp": b"new"}, {"cp": b"new"}), cut
+        outcomes.add(tuple(sorted(files.items())))
+    assert len(outcomes) == 3
+
+
+def test_unsynced_remove_brings_the_file_back(tmp_path: Path) -> None:
+    (tmp_path / "a.deleted").write_bytes(b"segment")
+    fs = PowerLossFileSystem()
+    fs.remove(str(tmp_path / "a.deleted"))
+    fs.power_cut(random.Random(7), files="keep", dirs="drop")
+    assert _files(tmp_path) == {"a.deleted": b"segment"}
+    fs2 = PowerLossFileSystem()
+    fs2.remove(str(tmp_path / "a.deleted"))
+    fs2.sync_dir(str(tmp_path))
+    fs2.power_cut(random.Random(7), files="keep", dirs="drop")
+    assert _files(tmp_path) == {}
+
+
+def test_crash_then_power_cut_journals_the_torn_write(tmp_path: Path) -> None:
+    fs = PowerLossFileSystem()
+    handle = _synced_file(fs, tmp_path / "a", b"base")
+    fs.crash_at(fs.calls + 1, partial_write=True)
+    with pytest.raises(SimulatedCrash):
+        handle.append(b"12345678")
+    assert (tmp_path / "a").read_bytes() == b"base1234"  # the page cache has the tear
+    fs.power_cut(random.Random(8), files="drop", dirs="keep")
+    assert _files(tmp_path) == {"a": b"base"}
+
+
+def test_crash_at_op_counts_only_those_ops(tmp_path: Path) -> None:
+    fs = FaultInjectingFileSystem()
+    handle = fs.open(str(tmp_path / "a"), create=True)
+    fs.crash_at_op(2)
+    handle.append(b"x")
+    handle.sync()
+    handle.append(b"y")
+    with pytest.raises(SimulatedCrash) as info:
+        fs.sync_dir(str(tmp_path))
+    assert info.value.call.op == "sync_dir"
+    assert (tmp_path / "a").read_bytes() == b"xy"
+
+
+def test_unknown_power_cut_model_is_refused(tmp_path: Path) -> None:
+    fs = PowerLossFileSystem()
+    handle = _synced_file(fs, tmp_path / "a", b"")
+    handle.append(b"x")
+    with pytest.raises(ValueError, match="unknown power-cut model 'lose'"):
+        fs.power_cut(random.Random(9), files="lose")
+
+
+def test_call_waiting_while_another_thread_crashes_raises_simulated_crash(tmp_path: Path) -> None:
+    """A write that passed the liveness check, then waited for the journal while another thread
+    crashed, must not reach its (now closed) descriptor: it never happened."""
+    fs = PowerLossFileSystem()
+    handle = fs.open(str(tmp_path / "a"), create=True)
+    other = fs.open(str(tmp_path / "b"), create=True)
+    outcome: list[BaseException | None] = []
+
+    def write() -> None:
+        try:
+            handle.append(b"late")
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    fs._journal_lock.acquire()  # as if a third thread were inside a call
+    try:
+        before = fs.calls
+        thread = threading.Thread(target=write)
+        thread.start()
+        for _ in range(1000):  # until the write is numbered and waits for the journal
+            if fs.calls > before:
+                break
+            threading.Event().wait(0.001)
+        fs.crash_at(fs.calls + 1)
+        with pytest.raises(SimulatedCrash):
+            other.append(b"x")  # this thread dies: the descriptors are closed
+    finally:
+        fs._journal_lock.release()
+    thread.join(5)
+    assert len(outcome) == 1 and isinstance(outcome[0], SimulatedCrash), outcome
+    fs.power_cut(random.Random(0), files="keep", dirs="keep")
+    assert _files(tmp_path) == {"a": b"", "b": b""}
+
+
+@pytest.mark.parametrize("mode", ["drop", "keep"])
+def test_unsynced_mkdir_vanishes_with_its_fsynced_files(tmp_path: Path, mode: str) -> None:
+    fs = PowerLossFileSystem()
+    fs.makedirs(str(tmp_path / "t-0" / "sub"))
+    _synced_file(fs, tmp_path / "t-0" / "a", b"acked").close()  # file and t-0 fsynced
+    fs.remove(str(tmp_path / "t-0" / "a.old"))  # a missing file: no entry change
+    handle = fs.open(str(tmp_path / "t-0" / "b"), create=True)  # unsynced, in t-0's journal
+    handle.append(b"b")
+    cut = fs.power_cut(random.Random(10), files="keep", dirs=mode)
+    if mode == "drop":
+        assert os.listdir(tmp_path) == [], cut
+        assert "vanished" in cut.describe()
+    else:
+        assert _files(tmp_path / "t-0") == {"a": b"acked", "b": b"b"}
+        assert (tmp_path / "t-0" / "sub").is_dir()
+
+
+def test_mkdir_made_durable_by_the_parent_fsync(tmp_path: Path) -> None:
+    fs = PowerLossFileSystem()
+    fs.makedirs(str(tmp_path / "t-0"))
+    fs.sync_dir(str(tmp_path))
+    _synced_file(fs, tmp_path / "t-0" / "a", b"acked").close()
+    fs.power_cut(random.Random(11), files="drop", dirs="drop")
+    assert _files(tmp_path / "t-0") == {"a": b"acked"}
+
+
+def test_failed_rename_or_remove_leaves_the_journal_as_it_was(tmp_path: Path) -> None:
+    (tmp_path / "cp").write_bytes(b"old")
+    fs = PowerLossFileSystem()
+    with pytest.raises(StorageError):
+        fs.rename(str(tmp_path / "missing"), str(tmp_path / "cp"))
+    fs.remove(str(tmp_path / "missing"))  # not an error, and nothing to undo
+    assert fs.unsynced() == {}
+    fs.power_cut(random.Random(12), files="drop", dirs="drop")
+    assert _files(tmp_path) == {"cp": b"old"}

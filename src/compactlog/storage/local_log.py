@@ -210,6 +210,14 @@ class LocalLog:
                 f"cannot roll {self.name} at {new_offset}, below the active segment "
                 f"{active.base_offset}"
             )
+        # The rolled segment's records (and its own directory entry) are made durable before
+        # the new segment can be: otherwise a power cut can keep the new segment and lose the
+        # end of the old one, a hole in the offsets that recovery cannot tell from compaction
+        # (spec R2: the prefix property under Kafka's default policy too). Kafka flushes the
+        # rolled segment only afterwards, asynchronously; the rest of that flush (indexes, the
+        # recovery point) still is (``Log.flush_pending``).
+        active.sync_log()
+        self.sync_dir_if_changed()
         active.on_become_inactive()
         active.release_index_handles()
         segment = self._new_segment(new_offset)

@@ -467,6 +467,10 @@ class Store:
         if new or not self.fs.exists(os.path.join(directory, PARTITION_METADATA_FILE)):
             self._write_partition_metadata(directory, self._topics[topic].topic_id)
         write_partition_copy(self.fs, directory, self._topics[topic])
+        if new:
+            # The partition directory is an entry of the data directory: until that is fsynced
+            # a power cut can take the directory, and every record fsynced in it, away.
+            self.fs.sync_dir(self.path)
         self.load_stats[(topic, partition)] = stats
         return log
 

@@ -31,7 +31,8 @@ def test_every_command_is_listed() -> None:
         "produce", "consume", "dump-log", "log-dirs", "verify",
         "clean", "cleaner-status", "explain", "serve",
         "spark", "spark compact", "spark pipeline", "spark report", "spark snapshot",
-        "spark workload",
+        "spark workload", "salvage", "quarantine", "quarantine list", "quarantine show",
+        "quarantine delete",
     }  # fmt: skip
 
 

@@ -94,6 +94,13 @@ def quarantine() -> None:
     Recovery and ``salvage`` never cut damaged bytes without first copying them to
     ``<segment>.log.corrupt-<position>`` beside the segment (with a ``.json`` file saying
     where they came from and why). They stay until deleted here, by name.
+
+    \b
+    Example:
+      compactlog quarantine list
+      compactlog quarantine show /data/t-0/00000000000000000000.log.corrupt-360
+
+    Exit codes: 0 success, 2 bad usage.
     """
 
 

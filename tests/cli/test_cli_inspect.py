@@ -409,7 +409,7 @@ DAMAGE: dict[str, tuple[Damage, str]] = {
     "time index out of order": (time_index_out_of_order, "is not after"),
     "time index wrong timestamp": (time_index_wrong_timestamp, "differs from the max timestamp"),
     "orphan index": (orphan_index, "orphaned index"),
-    "topics file damaged": (topics_file_damaged, "damaged, the store refuses to open"),
+    "topics file damaged": (topics_file_damaged, "the store keeps it aside"),
     "checkpoint malformed": (checkpoint_malformed, "malformed"),
     "partition dir missing": (partition_dir_missing, "partition directory missing"),
 }

@@ -234,6 +234,10 @@ def foreign_files(root: Path, rng: random.Random) -> Mutation:
         target.mkdir()
     else:
         target.write_bytes(rng.randbytes(rng.randrange(0, 64)))
+    if name.endswith(".snapshot") and directory != root:
+        # Random bytes where a producer snapshot belongs: verify checks snapshots (the loader
+        # would delete this one and rebuild the state from the log).
+        return Mutation(f"damaged snapshot {target.relative_to(root)}", must_detect=True)
     return Mutation(f"foreign {target.relative_to(root)}", harmless=True)
 
 

@@ -229,3 +229,32 @@ def test_salvage_and_quarantine_commands(open_store: StoreFactory, tmp_path: Pat
     assert not os.path.exists(entry["path"] + ".json")
     again = run(cli, ["--data-dir", data_dir, "salvage", "t"])
     assert "t-0: no damage found" in again.output
+
+
+def test_finding_8_verify_judges_the_topics_file_and_snapshots_as_the_store_does(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    """``verify`` used to pass a topics file the store refused and to ignore ``.snapshot``
+    files; it now reports both, as the store treats them (set aside; deleted and rebuilt)."""
+    from compactlog.records import build_batch
+    from compactlog.storage.verify import verify_data_dir
+
+    store = open_store()
+    store.create_topic("t", 1, {"cleanup.policy": "compact"})
+    store.append_batch(
+        "t", 0, build_batch([(b"k", b"v")], producer_id=3, producer_epoch=0, base_sequence=0)
+    )
+    manager_of(store).close()
+    data = tmp_path / "data"
+    assert verify_data_dir(str(data)).ok
+    topics = data / "compactlog-topics.json"
+    topics.write_text(topics.read_text().replace("cleanup.policy", "cleanup.rolicy"))
+    [snapshot] = part_dir(tmp_path).glob("*.snapshot")
+    snapshot.write_bytes(snapshot.read_bytes()[:-3])
+    report = verify_data_dir(str(data))
+    problems = {p.path: str(p) for p in report.problems}
+    assert "cleanup.rolicy" in problems[str(topics)]
+    assert "the loader deletes it" in problems[str(snapshot)]
+    again = open_store()
+    assert again.topic_config("t").compact  # restored from the partition's copy
+    assert (data / "compactlog-topics.json.corrupt-1").exists()

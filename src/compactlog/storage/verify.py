@@ -78,6 +78,7 @@ from compactlog.storage.checkpoint import (
     RECOVERY_POINT_CHECKPOINT,
     parse_checkpoint,
 )
+from compactlog.storage.config import BrokerConfig, LogConfig
 from compactlog.storage.datadir import CLEAN_SHUTDOWN_FILE, LOCK_FILE
 from compactlog.storage.fs import OsFileSystem, ReadOnlyFileSystem
 from compactlog.storage.kraft_metadata import (
@@ -87,6 +88,7 @@ from compactlog.storage.kraft_metadata import (
     has_metadata_log,
     read_kraft_metadata,
 )
+from compactlog.storage.producer_snapshot import decode_snapshot
 from compactlog.storage.quarantine import is_quarantine_file, list_quarantined
 from compactlog.storage.segment import (
     INDEX_SUFFIX,
@@ -200,7 +202,7 @@ def _verify_partition(
         ):
             others.setdefault(int(match.group(1)), []).append(name)
         elif match is not None and match.group(2) == SNAPSHOT_SUFFIX:
-            continue
+            _verify_snapshot(report, full)
         elif name.endswith(_STATE_SUFFIXES) and _SEGMENT_FILE.match(name):
             report.notes.append(
                 Problem(
@@ -293,13 +295,37 @@ def _read_topics(report: VerifyReport, root: str) -> dict[str, tuple[int, str]] 
         return None
     try:
         catalog = read_topics_file(ReadOnlyFileSystem(), root)
+        for name, info in (catalog or {}).items():
+            try:
+                LogConfig.create(info.overrides, BrokerConfig.from_dict())
+            except CompactlogError as exc:
+                raise StorageError(f"topic {name!r}: {exc}") from exc
     except (StorageError, OSError) as exc:
         cause = exc.__cause__ or exc  # the parser's own words, without the store's sentence
         report.problems.append(
-            Problem(path, None, f"damaged, the store refuses to open the data directory: {cause}")
+            Problem(
+                path,
+                None,
+                f"damaged ({cause}); the store keeps it aside as {TOPICS_FILE}.corrupt-N and "
+                "rebuilds the catalog from the partition directories' copies",
+            )
         )
         return None
     return None if catalog is None else {n: (i.partitions, i.topic_id) for n, i in catalog.items()}
+
+
+def _verify_snapshot(report: VerifyReport, path: str) -> None:
+    try:
+        with _ReadOnlyFile(path) as file:
+            decode_snapshot(file.read_all(), path)
+    except CompactlogError as exc:
+        report.problems.append(
+            Problem(
+                path,
+                None,
+                f"{exc}; the loader deletes it and rebuilds the producer state from the log",
+            )
+        )
 
 
 def _read_checkpoint(report: VerifyReport, root: str, name: str) -> dict[tuple[str, int], int]:
@@ -311,7 +337,7 @@ def _read_checkpoint(report: VerifyReport, root: str, name: str) -> dict[tuple[s
             return parse_checkpoint(file.read_all(), name)
     except (MalformedCheckpointError, StorageError) as exc:
         report.problems.append(
-            Problem(path, None, f"malformed ({exc}); the store would recover every log")
+            Problem(path, None, f"malformed ({exc}); the store reads it as empty, with a warning")
         )
         return {}
 

@@ -384,11 +384,26 @@ class LogSegment:
         return 0
 
     def translate_offset(self, offset: int, *, verify_crc: bool = False) -> FileBatch | None:
-        """The first batch whose last offset is >= ``offset`` (searching from the index)."""
-        for batch in self.batches(self.indexed_position(offset), verify_crc=verify_crc):
-            if batch.header.last_offset >= offset:
-                return batch
-        return None
+        """The first batch whose last offset is >= ``offset`` (searching from the index).
+
+        Damage between the index entry and ``offset`` does not hide the batches after it: the
+        search steps over a damaged range that ends below ``offset`` (the next valid batch
+        starts at or before it) and raises only if ``offset`` may lie inside the damage.
+        """
+        start = self.indexed_position(offset)
+        try:
+            for batch in self.batches(start, verify_crc=verify_crc):
+                if batch.header.last_offset >= offset:
+                    return batch
+            return None
+        except CorruptRecordError:
+            for item in salvage_walk(self._log, self.base_offset, start, self._size):
+                if isinstance(item, DamagedRange):
+                    if item.next_valid_offset is None or offset < item.next_valid_offset:
+                        raise
+                elif item.header.last_offset >= offset:
+                    return item
+            return None
 
     def find_offset_by_timestamp(self, timestamp: int) -> FileBatch | None:
         """The first batch with a max timestamp >= ``timestamp`` (Kafka's findOffsetByTimestamp)."""

@@ -72,3 +72,21 @@ def test_fetch_of_a_damaged_batch_is_corrupt_message_for_that_partition_only(
     beyond = fetch({("t", 0): 7})[("t", 0)]
     assert beyond.error_code == c.NONE  # type: ignore[attr-defined]
     assert [b.base_offset for b in iter_batches(beyond.records)] == [7, 8, 9]  # type: ignore[attr-defined]
+
+
+def test_quarantined_ranges_are_counted_in_the_metrics(tmp_path: Path) -> None:
+    from compactlog.broker.metrics import BrokerMetrics, render
+    from compactlog.log_manager import LogManager
+
+    data = tmp_path / "data"
+    with LogManager.open(data) as manager:
+        manager.store.create_topic("q", 2)
+        for i in range(3):
+            manager.store.append("q", 1, [(b"k", b"v%d" % i)])
+    with open(data / "q-1" / "00000000000000000000.log", "ab") as f:
+        f.write(b"\x07" * 41)  # garbage after the last batch
+    with LogManager.open(data) as manager:
+        lines = render(BrokerMetrics(), manager).splitlines()
+    assert 'compactlog_log_quarantined_ranges{topic="q",partition="1"} 1' in lines
+    assert 'compactlog_log_quarantined_bytes{topic="q",partition="1"} 41' in lines
+    assert 'compactlog_log_quarantined_ranges{topic="q",partition="0"} 0' in lines

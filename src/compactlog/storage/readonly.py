@@ -154,6 +154,7 @@ def read_only_log(
             # active segment's index may be pre-allocated by an open store: it is not read, and
             # its end is found by scanning its batches.
             segment.time_index.load()
+        segments[-1].limit_to_whole_batches()  # a live broker may be appending to it
         next_offset = segments[-1].read_next_offset()
         start = min(max(log_start_checkpoint or 0, segments[0].base_offset), next_offset)
         local_log = LocalLog(

@@ -440,6 +440,19 @@ class LogSegment:
         """
         return self._log.map_read(self._size)
 
+    def limit_to_whole_batches(self) -> None:
+        """Only for looking at a file another process may be appending to: the segment's size
+        (in memory) becomes the end of its last whole batch, so that a write in progress or
+        pre-allocated space is not read as damage. Nothing is written."""
+        walk = WalkEnd()
+        size = self._log.size()
+        for _ in iter_file_batches(self._log, 0, size, stop=walk):
+            pass
+        rest = self._log.read_at(walk.position, min(size - walk.position, 1 << 20))
+        if walk.torn or not rest.strip(b"\0"):
+            self._size = walk.position  # else damage: left in view, for reads to report
+        self._next_offset = None
+
     # --- recovery -----------------------------------------------------------------------
     def rebuild_indexes(self, end_offset: int | None = None) -> list[DamagedRange]:
         """Rebuild both indexes from the log over its valid batches; returns the damaged ranges.

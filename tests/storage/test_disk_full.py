@@ -20,6 +20,7 @@ makes, then checks:
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import shutil
 import subprocess
@@ -396,13 +397,21 @@ def test_append_with_flush_failing_at_every_call(tmp_path: Path, code: int) -> N
     assert outcomes == {"undone", "offline"}
 
 
-def test_background_flush_failure_takes_only_that_log_offline(tmp_path: Path) -> None:
+def test_background_flush_failure_takes_only_that_log_offline(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     fs = FaultInjectingFileSystem()
     store, acked = _setup(tmp_path / "data", fs)
     store.append("u", 0, [(b"k", b"u0")])
     fs.fail_when(lambda n, op, path: op == "sync" and "/t-0/" in path, errno.EIO)
-    with pytest.raises(StorageError, match="t-0 is offline: a flush failed"):
+    with (
+        caplog.at_level(logging.ERROR, logger="compactlog.storage"),
+        pytest.raises(StorageError, match="t-0 is offline: a flush failed"),
+    ):
         store.flush()
+    assert [r.message for r in caplog.records if r.levelno == logging.ERROR] == [
+        str(store.log(TOPIC, 0).offline)
+    ], "going offline is logged once, as an error"
     fs.clear_faults()
     assert store.log(TOPIC, 0).offline is not None
     assert store.log("u", 0).offline is None

@@ -38,6 +38,7 @@ lock, and whether the log is still open is the :class:`Log`'s to check.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 from collections.abc import Callable
@@ -58,6 +59,8 @@ from compactlog.storage.segment import (
 )
 
 Clock = Callable[[], int]
+
+logger = logging.getLogger("compactlog.storage")
 
 
 def segment_settings(config: LogConfig) -> SegmentSettings:
@@ -159,9 +162,10 @@ class LocalLog:
         last_offset: int,
         data: bytes | bytearray | memoryview,
         fields: list[tuple[int, int, int]] | None = None,
-    ) -> None:
+    ) -> SegmentMark:
         """Write validated whole batches to the active segment; the log end offset moves to
-        ``last_offset + 1``. ``fields``: as :meth:`LogSegment.append` takes them.
+        ``last_offset + 1``. ``fields``: as :meth:`LogSegment.append` takes them. Returns the
+        active segment's state before the append (for :meth:`withdraw_append`).
 
         On an error nothing of the append stays (see the module doc): a :class:`StorageError`
         says so, or that the log went offline because the undo failed too."""
@@ -179,6 +183,7 @@ class LocalLog:
                 raise
             raise error from exc
         self._next_offset = last_offset + 1
+        return mark
 
     def withdraw_append(self, mark: SegmentMark, log_end_offset: int) -> bool:
         """Take back the last append of an offline log (its flush failed, so it was never
@@ -206,6 +211,7 @@ class LocalLog:
                 f"store is reopened, which recovers the log from its files in {self.dir} (the "
                 "refused records may be found there then; they were never acknowledged)"
             )
+            logger.error("%s", self.offline)
             return self.offline
         if not isinstance(exc, StorageError):
             return None

@@ -46,6 +46,7 @@ means to producers and readers. Theory of operation:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from collections.abc import Callable, Iterator
 
@@ -69,6 +70,8 @@ from compactlog.storage.producer_state import (
 )
 from compactlog.storage.segment import LogSegment
 from compactlog.storage.validator import ValidatedAppend, validate_and_assign
+
+logger = logging.getLogger("compactlog.storage")
 
 _EXPIRATION_DEFAULT = BROKER_CONFIGS["producer.id.expiration.ms"].default
 assert isinstance(_EXPIRATION_DEFAULT, int)
@@ -196,6 +199,7 @@ class Log:
                 f"are refused until the store is reopened, which recovers the log from its "
                 f"files in {self.dir}"
             )
+            logger.error("%s", self.local_log.offline)
         return self.local_log.offline
 
     # --- producer state -------------------------------------------------------------------
@@ -281,8 +285,7 @@ class Log:
             fields = None
             if validated.batch_count == 1:  # a producer's append: its header is known
                 fields = [(validated.last_offset, validated.max_timestamp, len(validated.data))]
-            mark = self.local_log.active_segment.mark()
-            self.local_log.append(validated.last_offset, validated.data, fields)
+            mark = self.local_log.append(validated.last_offset, validated.data, fields)
             if producer_append is not None:
                 self._producer_state.update(producer_append)
             self._producer_state.map_end_offset = self.log_end_offset

@@ -251,7 +251,7 @@ def test_append_whose_undo_fails_takes_the_log_offline(tmp_path: Path, code: int
         assert set(store.offline_logs()) == {(TOPIC, 0)}
         with pytest.raises(StorageError, match="could not be flushed"):
             store.flush()
-        store.close()
+        _stop(store, CLOSE_KINDS[k % 2])
         assert not (data / CLEAN_SHUTDOWN_FILE).exists(), "an offline log is not a clean stop"
         _check_reopened(data, acked, values, may_hold=True).close()
         shutil.rmtree(data)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from compactlog import errors as c
+from compactlog.broker.metrics import render
 from compactlog.broker.server import Broker, BrokerThread
 from compactlog.broker.settings import BrokerSettings
 from compactlog.log_manager import LogManager
@@ -114,3 +115,7 @@ def test_offline_log_answers_kafka_storage_error_until_reopened(
     fetched = fetch(client, "t", 0, 0)
     assert fetched.error_code == c.NONE
     assert [r[0] for r in records_of(fetched.records)] == [0, 1], "the refused append is withdrawn"
+    ctx, logs = server.broker.ctx, server.broker.log_manager
+    assert ctx is not None
+    text = server.call(lambda: render(ctx.metrics, logs))
+    assert "\ncompactlog_broker_offline_logs 1\n" in text

@@ -216,8 +216,8 @@ class LocalLog:
         if not isinstance(exc, StorageError):
             return None
         return StorageError(
-            f"{what} to {self.name} failed and was undone: nothing of it is on disk and the "
-            f"log end offset stays {self._next_offset}: {exc}"
+            f"{self.name}: {what} failed and was undone (nothing of it is on disk and the log "
+            f"end offset stays {self._next_offset}): {exc}"
         )
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:

@@ -209,6 +209,14 @@ def _render_logs(w: _Writer, manager: LogManager) -> None:
             for (t, p), q in quarantined.items()
         ),
     )
+    w.metric(
+        "compactlog_broker_offline_logs",
+        "gauge",
+        "Partitions whose log refuses writes since an I/O error it could not undo, until the "
+        "store is reopened (Kafka takes the whole log directory offline instead: "
+        "OfflineLogDirectoryCount).",
+        [({}, float(len(manager.store.offline_logs())))],
+    )
     cleaner = manager.cleaner
     manager_names = set(cleaner.manager.gauges())
     for gauge, value in sorted(cleaner.gauges().items()):

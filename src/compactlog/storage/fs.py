@@ -16,6 +16,7 @@ An ``OSError`` from the operating system is wrapped in :class:`~compactlog.error
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
@@ -323,15 +324,26 @@ def _refused(op: str, path: str) -> StorageError:
 def write_file_atomically(fs: FileSystem, path: str, data: bytes) -> None:
     """Kafka's checkpoint discipline: write ``<path>.tmp``, fsync it, rename, fsync the directory.
 
-    A crash at any point leaves either the old file or the new one, never a mixture.
+    A crash at any point leaves either the old file or the new one, never a mixture. An I/O
+    error (disk full) before the rename leaves the old file as it was, removes the ``.tmp`` if
+    it can, and raises the :class:`StorageError`, which names the file and the errno.
     """
     tmp = path + ".tmp"
-    handle = fs.open(tmp, create=True)
     try:
-        handle.truncate(0)
-        handle.write_at(0, data)
-        handle.sync()
-    finally:
-        handle.close()
-    fs.rename(tmp, path)
-    fs.sync_dir(os.path.dirname(path) or ".")
+        handle = fs.open(tmp, create=True)
+        try:
+            handle.truncate(0)
+            handle.write_at(0, data)
+            handle.sync()
+        finally:
+            handle.close()
+        fs.rename(tmp, path)
+    except StorageError:
+        # A stale .tmp that cannot be removed is harmless: the next write truncates it.
+        with contextlib.suppress(StorageError):
+            fs.remove(tmp)
+        raise
+    try:
+        fs.sync_dir(os.path.dirname(path) or ".")
+    except StorageError as exc:
+        raise StorageError(f"{path} was replaced, but the rename is not durable: {exc}") from exc

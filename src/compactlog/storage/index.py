@@ -30,6 +30,7 @@ import bisect
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import numpy as np
 
@@ -43,6 +44,15 @@ TIME_ENTRY_SIZE = 12
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _TIME_DTYPE = np.dtype([("timestamp", ">i8"), ("offset", ">i4")])
+
+
+class IndexMark(NamedTuple):
+    """What :meth:`_Index.rollback` restores: the entry count, the file's length, and how many
+    writes and resizes had been attempted (any later one may have left bytes to undo)."""
+
+    entries: int
+    file_length: int
+    changes: int
 
 
 class _Index:
@@ -62,6 +72,7 @@ class _Index:
         self._batch_at = 0
         #: The length of a file found longer than ``max_index_size`` allows (not read).
         self._oversized: int | None = None
+        self._changes = 0  # file writes and resizes attempted (see mark/rollback)
 
     # --- file handling -------------------------------------------------------------------
     def _handle(self) -> FileHandle:
@@ -89,6 +100,7 @@ class _Index:
 
     def _write_at(self, position: int, data: bytes) -> None:
         handle = self._handle()
+        self._changes += 1  # before the call: a failed write may have written a part
         handle.write_at(position, data)
         self._file_length = max(self._file_length, position + len(data))
         self._unsynced = True
@@ -101,20 +113,53 @@ class _Index:
         try:
             yield
         finally:
-            self._flush_batch()
-            self._batch = None
+            try:
+                self._flush_batch()
+            finally:
+                # Even when the write fails: entries appended later (a roll's final time-index
+                # entry) must not wait in a batch that no block will write.
+                self._batch = None
 
     def _flush_batch(self) -> None:
         if self._batch:
             self._write_at(self._batch_at, bytes(self._batch))
             self._batch.clear()
 
+    def _truncate_file(self, handle: FileHandle, size: int) -> None:
+        self._changes += 1
+        handle.truncate(size)
+
+    def mark(self) -> IndexMark:
+        """The state :meth:`rollback` returns to (taken before an append or a roll)."""
+        return IndexMark(self.entries(), self._file_length, self._changes)
+
+    def rollback(self, mark: IndexMark) -> None:
+        """Undo every entry, write and resize since ``mark``: the entries after it leave memory
+        and their bytes leave the file (cut, then the file is extended back to its length at the
+        mark, so a pre-allocated tail reads as zeros again, as it did). Touches the file only
+        if something was attempted on it since the mark."""
+        self._truncate_entries(mark.entries)
+        if self._batch is not None:
+            self._batch.clear()
+        if self._changes == mark.changes:
+            return
+        handle = self._handle()
+        kept = mark.entries * self.entry_size
+        self._truncate_file(handle, kept)
+        if mark.file_length != kept:
+            self._truncate_file(handle, mark.file_length)
+        self._file_length = mark.file_length
+        self._changes = mark.changes
+
+    def _truncate_entries(self, count: int) -> None:
+        raise NotImplementedError
+
     def preallocate(self) -> None:
         """Extend the file to its maximum size, as Kafka does for an active segment's index."""
         handle = self._handle()
         target = self.max_entries * self.entry_size
         if self._file_length != target:
-            handle.truncate(target)
+            self._truncate_file(handle, target)
             self._file_length = target
             self._unsynced = True
         self._oversized = None
@@ -124,7 +169,7 @@ class _Index:
         handle = self._handle()
         target = self.entries() * self.entry_size
         if self._file_length != target:
-            handle.truncate(target)
+            self._truncate_file(handle, target)
             self._file_length = target
             self._unsynced = True
         self._oversized = None
@@ -232,6 +277,10 @@ class OffsetIndex(_Index):
     def entries(self) -> int:
         return len(self._offsets)
 
+    def _truncate_entries(self, count: int) -> None:
+        del self._offsets[count:]
+        del self._positions[count:]
+
     def last_entry(self) -> tuple[int, int]:
         """The last entry, or ``(baseOffset, 0)`` when there is none."""
         if not self._offsets:
@@ -305,6 +354,10 @@ class TimeIndex(_Index):
 
     def entries(self) -> int:
         return len(self._timestamps)
+
+    def _truncate_entries(self, count: int) -> None:
+        del self._timestamps[count:]
+        del self._offsets[count:]
 
     def is_full(self) -> bool:
         # One slot stays free for the entry written when the segment stops being active.

@@ -11,6 +11,15 @@ Theory of operation:
   high watermark) and when to roll, flush or delete is decided by the :class:`Log` above it.
 * **Rolling** (:meth:`LocalLog.roll`) closes the active segment's indexes to writes and starts a
   new segment at the log end offset, with its own roll jitter.
+* **I/O errors** (disk full, EIO) in an append or a roll are undone before the error is raised:
+  the segment's files and bookkeeping return to their state before the call
+  (:meth:`LogSegment.rollback <compactlog.storage.segment.LogSegment.rollback>`), a segment the
+  roll created is removed, and the log end offset does not move, so the offsets the append would
+  have taken are handed out again to the next append, which writes where the refused one would
+  have. When the undo fails too, the log is *offline* (:attr:`LocalLog.offline`, set by the
+  :class:`Log`, which also takes it offline when an fsync fails): its files no longer match what
+  the log believes, so the :class:`Log` refuses every later write until the store is reopened and
+  recovers the log from its files. Reads keep working on what was acknowledged.
 * **Flushing** (:meth:`LocalLog.flush`) fsyncs the segments holding offsets between the recovery
   point and a target; the directory itself is fsynced only after a file in it was created, renamed
   or removed (:meth:`LocalLog.note_dir_change`, :meth:`LocalLog.sync_dir_if_changed`).
@@ -29,12 +38,13 @@ lock, and whether the log is still open is the :class:`Log`'s to check.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from compactlog.errors import CompactlogError
+from compactlog.errors import CompactlogError, StorageError
 from compactlog.storage.config import LogConfig
 from compactlog.storage.fs import FileSystem, write_file_atomically
 from compactlog.storage.segment import (
@@ -43,11 +53,14 @@ from compactlog.storage.segment import (
     SWAP_RANGE_SUFFIX,
     SWAP_SUFFIX,
     LogSegment,
+    SegmentMark,
     SegmentSettings,
     draw_roll_jitter,
 )
 
 Clock = Callable[[], int]
+
+logger = logging.getLogger("compactlog.storage")
 
 
 def segment_settings(config: LogConfig) -> SegmentSettings:
@@ -143,6 +156,8 @@ class LocalLog:
         self._unfinished_swaps: list[_UnfinishedSwap] = []
         # The directory needs an fsync only after a file in it was created, renamed or removed.
         self._dir_needs_sync = True
+        #: Why the log stopped accepting writes (see the module doc), or None while it accepts.
+        self.offline: StorageError | None = None
 
     # --- identity and state ---------------------------------------------------------------
     @property
@@ -188,11 +203,63 @@ class LocalLog:
         last_offset: int,
         data: bytes | bytearray | memoryview,
         fields: list[tuple[int, int, int]] | None = None,
-    ) -> None:
+    ) -> SegmentMark:
         """Write validated whole batches to the active segment; the log end offset moves to
-        ``last_offset + 1``. ``fields``: as :meth:`LogSegment.append` takes them."""
-        self._segments[-1].append(data, fields)
+        ``last_offset + 1``. ``fields``: as :meth:`LogSegment.append` takes them. Returns the
+        active segment's state before the append (for :meth:`withdraw_append`).
+
+        On an error nothing of the append stays (see the module doc): a :class:`StorageError`
+        says so, or that the log went offline because the undo failed too."""
+        segment = self._segments[-1]
+        mark = segment.mark()
+        try:
+            segment.append(data, fields)
+        except Exception as exc:
+            error = self._undo(
+                f"an append of offsets {self._next_offset}..{last_offset}",
+                exc,
+                lambda: segment.rollback(mark),
+            )
+            if error is None:
+                raise
+            raise error from exc
         self._next_offset = last_offset + 1
+        return mark
+
+    def withdraw_append(self, mark: SegmentMark, log_end_offset: int) -> bool:
+        """Take back the last append of an offline log (its flush failed, so it was never
+        acknowledged): readers stop seeing it at once; returns whether its bytes were also cut
+        from the files (the log is offline either way)."""
+        segment = self._segments[-1]
+        self._next_offset = log_end_offset
+        try:
+            segment.rollback(mark)
+        except Exception:
+            return False
+        return True
+
+    def _undo(self, what: str, exc: Exception, undo: Callable[[], None]) -> StorageError | None:
+        """Run ``undo`` after ``what`` failed with ``exc``; return the error to raise instead of
+        ``exc`` (None: re-raise ``exc`` itself, an error that is not about the disk).
+
+        If ``undo`` fails, the log goes offline and the error says so."""
+        try:
+            undo()
+        except Exception as undo_exc:
+            self.offline = StorageError(
+                f"{self.name} is offline: {what} failed ({exc}) and undoing it failed too "
+                f"({undo_exc}); appends, rolls and flushes of {self.name} are refused until the "
+                f"store is reopened, which recovers the log from its files in {self.dir} (the "
+                "refused records may be found there then; they were never acknowledged)"
+            )
+            logger.error("%s", self.offline)
+            return self.offline
+        if not isinstance(exc, StorageError):
+            return None
+        return StorageError(
+            f"{self.name}: {what} failed and was undone (nothing of it is on disk and the log "
+            f"end offset stays {self._next_offset}): {exc}"
+        )
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (or a larger expected offset); an
@@ -216,20 +283,52 @@ class LocalLog:
         # (spec R2: the prefix property under Kafka's default policy too). Kafka flushes the
         # rolled segment only afterwards, asynchronously; the rest of that flush (indexes, the
         # recovery point) still is (``Log.flush_pending``).
-        active.sync_log()
-        self.sync_dir_if_changed()
-        active.on_become_inactive()
-        active.release_index_handles()
-        segment = self._new_segment(new_offset)
-        self._segments.append(segment)
-        segment.make_active()
+        try:
+            active.sync_log()
+            self.sync_dir_if_changed()
+        except StorageError as exc:
+            # A failed fsync cannot be retried (the kernel may have dropped the pages).
+            self.offline = StorageError(
+                f"{self.name} is offline: the fsync before a roll failed ({exc}); appends, rolls "
+                f"and flushes of {self.name} are refused until the store is reopened"
+            )
+            logger.error("%s", self.offline)
+            raise self.offline from exc
+        mark = active.mark()
+        created: list[LogSegment] = []
+        try:
+            active.on_become_inactive()
+            active.release_index_handles()
+            segment = self._new_segment(new_offset)
+            created.append(segment)
+            self._segments.append(segment)
+            segment.make_active()
+        except Exception as exc:
+
+            def undo() -> None:
+                if created and self._segments[-1] is created[0]:
+                    self._segments.pop()
+                if created:
+                    created[0].delete_files()
+                else:  # the new segment's constructor failed: what it created goes
+                    self._remove_segment_files(new_offset)
+                active.rollback(mark)
+                active.make_active()
+
+            error = self._undo(f"a roll to a new segment at offset {new_offset}", exc, undo)
+            if error is None:
+                raise
+            raise error from exc
         return segment
 
-    def _new_segment(self, base_offset: int) -> LogSegment:
-        config = self._config
+    def _remove_segment_files(self, base_offset: int) -> None:
         prefix = os.path.join(self.dir, f"{base_offset:020d}")
         for suffix in (".log", ".index", ".timeindex", ".txnindex"):
             self.fs.remove(prefix + suffix)
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        config = self._config
+        self._remove_segment_files(base_offset)
         jitter = draw_roll_jitter(config.segment_jitter_ms, config.segment_ms, self.rng)
         self._dir_needs_sync = True
         return LogSegment(

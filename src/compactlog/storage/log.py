@@ -18,6 +18,20 @@ means to producers and readers. Theory of operation:
   every append) and ``flush.ms`` (checked by the store's background flusher). As in Kafka, a
   segment the log rolls past is flushed asynchronously: the store's background thread does it
   within a second, and ``flush()``/``close()`` always do.
+* **I/O errors** (disk full, EIO). An append or a roll that fails is undone by the local log
+  before the error is raised (no byte of it stays and the log end offset does not move, so no
+  offset is handed out twice); the caller gets a :class:`~compactlog.errors.StorageError` naming
+  the file and the errno (the broker answers KAFKA_STORAGE_ERROR), and the next append, once
+  there is space again, continues at the same offset. When the undo fails, or an fsync fails
+  (after a failed fsync the kernel may have dropped the dirty pages, so nothing written since
+  the last good flush can be trusted to be on disk, and retrying the fsync proves nothing), the
+  log goes *offline*, as Kafka takes its log directory offline: every later append, roll, flush,
+  retention run and segment swap is refused with a StorageError that gives the first error,
+  reads keep serving what is in memory, and reopening the store recovers the log from its files.
+  Compactlog takes only that partition's log offline, not the whole data directory as Kafka
+  does: Kafka can because another replica takes over the partitions; here the other logs have
+  no other copy and nothing shows they are damaged (each one that meets the error itself goes
+  offline in turn), so they keep serving.
 * **Retention** (:meth:`Log.delete_old_segments`, spec 6) chooses whole segments from the oldest,
   never past the high watermark; the local log renames them ``.deleted`` at once and removes their
   files after ``file.delete.delay.ms``, so readers that hold a segment finish their read.
@@ -32,6 +46,7 @@ means to producers and readers. Theory of operation:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from collections.abc import Callable, Iterator
 
@@ -41,6 +56,7 @@ from compactlog.errors import (
     OffsetOutOfRangeError,
     PolicyViolationError,
     RecordBatchTooLargeError,
+    StorageError,
 )
 from compactlog.records import RecordBatch
 from compactlog.storage.config import BROKER_CONFIGS, LogConfig
@@ -55,6 +71,8 @@ from compactlog.storage.producer_state import (
 )
 from compactlog.storage.segment import LogSegment
 from compactlog.storage.validator import ValidatedAppend, validate_and_assign
+
+logger = logging.getLogger("compactlog.storage")
 
 _EXPIRATION_DEFAULT = BROKER_CONFIGS["producer.id.expiration.ms"].default
 assert isinstance(_EXPIRATION_DEFAULT, int)
@@ -161,6 +179,30 @@ class Log:
         if self._closed:
             raise CompactlogError(f"log {self.name} is closed")
 
+    @property
+    def offline(self) -> StorageError | None:
+        """Why the log refuses writes since an I/O error it could not undo, or None."""
+        return self.local_log.offline
+
+    def _check_writable(self) -> None:
+        """Open and not offline (see the module doc); reads need only :meth:`_check_open`."""
+        self._check_open()
+        offline = self.local_log.offline
+        if offline is not None:
+            raise StorageError(f"refused: {offline}") from offline
+
+    def _go_offline(self, reason: str) -> StorageError:
+        """Take the log offline because of ``reason`` (the first one stays); returns the error
+        to raise."""
+        if self.local_log.offline is None:
+            self.local_log.offline = StorageError(
+                f"{self.name} is offline: {reason}; appends, rolls and flushes of {self.name} "
+                f"are refused until the store is reopened, which recovers the log from its "
+                f"files in {self.dir}"
+            )
+            logger.error("%s", self.local_log.offline)
+        return self.local_log.offline
+
     # --- producer state -------------------------------------------------------------------
     @property
     def producer_state_manager(self) -> ProducerStateManager:
@@ -187,7 +229,7 @@ class Log:
     def take_producer_snapshot(self) -> str | None:
         """Snapshot the producer state at the log end offset now (if it moved since the last)."""
         with self.lock:
-            self._check_open()
+            self._check_writable()
             return self._producer_state.take_snapshot()
 
     # --- appends --------------------------------------------------------------------------
@@ -206,7 +248,7 @@ class Log:
         returns ``duplicate=True`` with the earlier batch's offsets.
         """
         with self.lock:
-            self._check_open()
+            self._check_writable()
             config = self.config
             now = self.clock()
             validated = validate_and_assign(
@@ -244,12 +286,28 @@ class Log:
             fields = None
             if validated.batch_count == 1:  # a producer's append: its header is known
                 fields = [(validated.last_offset, validated.max_timestamp, len(validated.data))]
-            self.local_log.append(validated.last_offset, validated.data, fields)
+            mark = self.local_log.append(validated.last_offset, validated.data, fields)
             if producer_append is not None:
                 self._producer_state.update(producer_append)
             self._producer_state.map_end_offset = self.log_end_offset
             if self.unflushed_messages() >= config.flush_messages:
-                self.flush()
+                try:
+                    self.flush()
+                except StorageError as exc:
+                    # Offline now; the append is not acknowledged, so readers must not see it.
+                    removed = self.local_log.withdraw_append(mark, validated.first_offset)
+                    raise StorageError(
+                        f"the append of offsets {validated.first_offset}.."
+                        f"{validated.last_offset} to {self.name} could not be made durable "
+                        "(flush.messages), so it is not acknowledged; it was withdrawn from the "
+                        + (
+                            "log and its file"
+                            if removed
+                            else "log, but cutting it from the file failed: it may be found "
+                            "there when the log is reopened"
+                        )
+                        + f": {exc}"
+                    ) from exc
             return validated
 
     def _max_segment_ms(self) -> int:
@@ -285,27 +343,54 @@ class Log:
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at the log end offset (or a larger expected offset)."""
         with self.lock:
-            self._check_open()
+            self._check_writable()
             active = self.local_log.active_segment
             segment = self.local_log.roll(expected_next_offset)
             if segment is active:
                 return segment  # rolling an empty segment at the same offset changes nothing
             new_offset = segment.base_offset
+            # Kafka flushes the segment it rolled past asynchronously; so do we (flush_pending).
+            self._pending_flush_offset = max(self._pending_flush_offset, new_offset)
             # The snapshot's offset is the new segment's base, so that loading can start from it
             # and replay only this segment. Not fsynced here: the next flush does it.
             self._producer_state.update_map_end_offset(new_offset)
-            snapshot = self._producer_state.take_snapshot(sync=False)
+            try:
+                snapshot = self._producer_state.take_snapshot(sync=False)
+            except StorageError as exc:
+                raise self._discard_failed_snapshot(new_offset, exc) from exc
             if snapshot is not None:
                 self._unsynced_snapshots.append(snapshot)
-            # Kafka flushes the segment it rolled past asynchronously; so do we (flush_pending).
-            self._pending_flush_offset = max(self._pending_flush_offset, new_offset)
             return segment
+
+    def _discard_failed_snapshot(self, offset: int, exc: StorageError) -> StorageError:
+        """A roll's producer snapshot could not be written: remove what was written of it (the
+        roll itself stands: the new segment is empty and valid, and without this snapshot the
+        next load replays from the previous one); returns the error to raise, which takes the
+        log offline if even the removal fails."""
+        path = self._producer_state.snapshot_path(offset)
+        try:
+            self.fs.remove(path)
+        except StorageError as remove_exc:
+            return self._go_offline(
+                f"the producer snapshot of a roll could not be written ({exc}) and removing "
+                f"what was written of it failed too ({remove_exc})"
+            )
+        return StorageError(
+            f"{self.name} rolled to a new segment at offset {offset}, but its producer "
+            f"snapshot could not be written and was removed (the next load replays from the "
+            f"previous one): {exc}"
+        )
 
     def flush_pending(self) -> None:
         """Flush what a roll asked to flush (the store's background thread calls this)."""
         with self.lock:
-            if self._closed or (
-                self._pending_flush_offset <= self.recovery_point and not self._unsynced_snapshots
+            if (
+                self._closed
+                or self.local_log.offline is not None
+                or (
+                    self._pending_flush_offset <= self.recovery_point
+                    and not self._unsynced_snapshots
+                )
             ):
                 return
             self.flush(self._pending_flush_offset)
@@ -314,19 +399,26 @@ class Log:
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets in ``[recovery point, offset)``; advance it."""
         with self.lock:
-            self._check_open()
-            local = self.local_log
-            end = local.log_end_offset
-            target = end if offset is None else min(offset, end)
-            if target <= local.recovery_point:
-                if self._unsynced_snapshots:  # a roll's snapshot, and no data to flush
-                    self._sync_snapshots()  # marks the directory changed
-                    local.sync_dir_if_changed()
-                return
-            local.flush(target)
-            self._sync_snapshots()
-            local.sync_dir_if_changed()
-            local.mark_flushed(target)
+            self._check_writable()
+            try:
+                self._flush(offset)
+            except StorageError as exc:
+                # A failed fsync cannot be retried: the kernel may have dropped the pages.
+                raise self._go_offline(f"a flush failed ({exc})") from exc
+
+    def _flush(self, offset: int | None) -> None:
+        local = self.local_log
+        end = local.log_end_offset
+        target = end if offset is None else min(offset, end)
+        if target <= local.recovery_point:
+            if self._unsynced_snapshots:  # a roll's snapshot, and no data to flush
+                self._sync_snapshots()  # marks the directory changed
+                local.sync_dir_if_changed()
+            return
+        local.flush(target)
+        self._sync_snapshots()
+        local.sync_dir_if_changed()
+        local.mark_flushed(target)
 
     def _sync_snapshots(self) -> None:
         for path in self._unsynced_snapshots:
@@ -343,7 +435,8 @@ class Log:
     def flush_if_due(self, now: int) -> bool:
         """The ``flush.ms`` rule, run by the store's background flusher."""
         if (
-            now - self.local_log.last_flush_ms >= self.config.flush_ms
+            self.local_log.offline is None
+            and now - self.local_log.last_flush_ms >= self.config.flush_ms
             and self.unflushed_messages() > 0
         ):
             self.flush()
@@ -489,7 +582,7 @@ class Log:
         go too, except the one at the new segment's base offset.
         """
         with self.lock:
-            self._check_open()
+            self._check_writable()
             present, now = self.local_log.replace_segments(new, old)
             self._delete_producer_snapshots(
                 [s for s in present if s.base_offset != new.base_offset], now
@@ -515,7 +608,7 @@ class Log:
         removed by the next retention run. Returns the log start offset after the call.
         """
         with self.lock:
-            self._check_open()
+            self._check_writable()
             config = self.config
             if not config.delete:
                 raise PolicyViolationError(
@@ -599,7 +692,7 @@ class Log:
     def delete_old_segments(self, now: int | None = None) -> int:
         """One retention pass (Kafka's ``deleteOldSegments``); returns the segments deleted."""
         with self.lock:
-            self._check_open()
+            self._check_writable()
             now = self.clock() if now is None else now
             deleted = self.delete_log_start_offset_breached_segments()
             if self.config.delete:
@@ -619,11 +712,20 @@ class Log:
         with self.lock:
             if self._closed:
                 return
-            self.flush()
-            # A snapshot at the log end offset: the next load needs no replay.
-            if self._producer_state.take_snapshot() is not None:
-                self.fs.sync_dir(self.dir)
-            self.local_log.close()
+            if self.local_log.offline is not None:
+                # Nothing more is written: the next open recovers the log from its files.
+                self.close_without_flush()
+                return
+            try:
+                self.flush()
+                # A snapshot at the log end offset: the next load needs no replay.
+                if self._producer_state.take_snapshot() is not None:
+                    self.fs.sync_dir(self.dir)
+                self.local_log.close()
+            except StorageError as exc:
+                error = self._go_offline(f"closing the log failed ({exc})")
+                self.close_without_flush()
+                raise error from exc
             self._closed = True
 
     def close_without_flush(self) -> None:

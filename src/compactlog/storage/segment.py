@@ -30,6 +30,7 @@ import random
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,7 +39,7 @@ from compactlog.records import compute_crc
 from compactlog.records.batch_header import CRC_STRUCT
 from compactlog.storage.file_records import FileBatch, WalkEnd, iter_file_batches
 from compactlog.storage.fs import FileHandle, FileSystem
-from compactlog.storage.index import OffsetIndex, TimeIndex
+from compactlog.storage.index import IndexMark, OffsetIndex, TimeIndex
 from compactlog.storage.salvage import MAX_RELATIVE_OFFSET, DamagedRange, salvage_walk
 
 #: The header fields an append's bookkeeping reads, in one unpack: baseOffset (at 0),
@@ -111,6 +112,25 @@ def offset_from_filename(name: str) -> int:
     return int(name.split(".", 1)[0])
 
 
+class SegmentMark(NamedTuple):
+    """A segment's state before an append or a roll, which :meth:`LogSegment.rollback` returns
+    to: its data size, the ``.log`` file's length (larger when pre-allocated) and how many writes
+    were attempted on it, both indexes' marks, and the bookkeeping of the module doc."""
+
+    size: int
+    log_length: int
+    log_changes: int
+    offset_index: IndexMark
+    time_index: IndexMark
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    max_timestamp_known: bool
+    rolling_based_timestamp: int | None
+    rolling_based_timestamp_known: bool
+    bytes_since_last_index_entry: int
+    next_offset: int | None
+
+
 @dataclass(frozen=True)
 class SegmentSettings:
     """The topic configs a segment itself needs."""
@@ -153,7 +173,11 @@ class LogSegment:
         self._log: FileHandle = fs.open(self.log_path, create=True)
         self._size = self._log.size()
         if not existed and settings.preallocate and suffix == "":
-            self._log.truncate(settings.segment_bytes)
+            try:
+                self._log.truncate(settings.segment_bytes)
+            except BaseException:
+                self._log.close()  # the caller removes the file it could not set up
+                raise
         self.offset_index = OffsetIndex(
             fs, prefix + INDEX_SUFFIX + suffix, base_offset, settings.segment_index_bytes
         )
@@ -168,6 +192,7 @@ class LogSegment:
         self._rolling_based_timestamp_known = not existed
         self.bytes_since_last_index_entry = 0
         self._next_offset: int | None = base_offset if not existed else None
+        self._log_changes = 0  # writes to the .log attempted (see mark/rollback)
 
     # --- identity and sizes ---------------------------------------------------------------
     def __repr__(self) -> str:
@@ -231,6 +256,45 @@ class LogSegment:
                 f"{self.base_offset} (relative offsets are 32-bit)"
             )
 
+    def mark(self) -> SegmentMark:
+        """The state :meth:`rollback` returns to, taken before an append or a roll."""
+        return SegmentMark(
+            self._size,
+            self._log.size(),
+            self._log_changes,
+            self.offset_index.mark(),
+            self.time_index.mark(),
+            self._max_timestamp,
+            self._offset_of_max_timestamp,
+            self._max_timestamp_known,
+            self._rolling_based_timestamp,
+            self._rolling_based_timestamp_known,
+            self.bytes_since_last_index_entry,
+            self._next_offset,
+        )
+
+    def rollback(self, mark: SegmentMark) -> None:
+        """Undo a failed append (or the first steps of a failed roll): the bookkeeping returns
+        to ``mark`` at once (readers stop at the old size), then the index entries added since
+        are removed from the files, and the ``.log`` is cut back to its old size (and extended
+        back to its pre-allocated length, so the tail reads as zeros as before). A file nothing
+        was attempted on is not touched. Raises the I/O error if a file cannot be restored."""
+        self._size = mark.size
+        self._max_timestamp = mark.max_timestamp
+        self._offset_of_max_timestamp = mark.offset_of_max_timestamp
+        self._max_timestamp_known = mark.max_timestamp_known
+        self._rolling_based_timestamp = mark.rolling_based_timestamp
+        self._rolling_based_timestamp_known = mark.rolling_based_timestamp_known
+        self.bytes_since_last_index_entry = mark.bytes_since_last_index_entry
+        self._next_offset = mark.next_offset
+        self.offset_index.rollback(mark.offset_index)
+        self.time_index.rollback(mark.time_index)
+        if self._log_changes != mark.log_changes or self._log.size() != mark.log_length:
+            self._log.truncate(mark.size)
+            if mark.log_length != mark.size:
+                self._log.truncate(mark.log_length)
+            self._log_changes = mark.log_changes
+
     def append(
         self,
         data: bytes | bytearray | memoryview,
@@ -262,6 +326,7 @@ class LogSegment:
             self._append(data, list(fields))
             return
         start = self._size
+        self._log_changes += 1  # before the call: a failed write may have written a part
         self._log.write_at(start, data)
         with self.offset_index.batched_writes(), self.time_index.batched_writes():
             self._index_batches(start, batches)
@@ -271,6 +336,7 @@ class LogSegment:
     ) -> None:
         """Kafka 4.4's ``LogSegment.append`` loop, batch by batch (for a few batches)."""
         start = self._size
+        self._log_changes += 1  # before the call: a failed write may have written a part
         self._log.write_at(start, data)
         position = start
         with self.offset_index.batched_writes(), self.time_index.batched_writes():

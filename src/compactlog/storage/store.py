@@ -34,6 +34,13 @@ its first segment; a log start offset at the first segment's base offset. (Kafka
 manager's.) A failed open removes the partition directories it created.
 
 Closing: every log is flushed and its files trimmed, the checkpoints are written, then the marker.
+
+I/O errors (disk full, EIO): an append or roll that fails is undone and raises
+:class:`~compactlog.errors.StorageError` (see :mod:`compactlog.storage.log`); a log that could not
+undo one, or whose fsync failed, is offline: its writes are refused, the background tasks skip
+it, :meth:`Store.flush` raises naming it, and :meth:`Store.close` closes it without writing to it
+and leaves the clean-shutdown marker out, so that the next open recovers it from its files. A
+failed write of a checkpoint or of the topics file leaves the old file as it was.
 """
 
 from __future__ import annotations
@@ -571,7 +578,11 @@ class Store:
                 self._set_aside_stray(name, partition)
             self._topics[name] = TopicInfo(name, partitions, new_topic_id(), log_config.overrides)
             self._configs[name] = log_config
-            self._save_topics()
+            try:
+                self._save_topics()
+            except StorageError:
+                del self._topics[name], self._configs[name]  # the file still has the old list
+                raise
             try:
                 for partition in range(partitions):
                     self._load_partition(name, partition, None, None)
@@ -614,9 +625,13 @@ class Store:
                 remove_partition_copy(
                     self.fs, os.path.join(self.path, partition_dir_name(name, partition))
                 )
+            config = self._configs.pop(name)
             del self._topics[name]
-            del self._configs[name]
-            self._save_topics()
+            try:
+                self._save_topics()
+            except StorageError:
+                self._topics[name], self._configs[name] = info, config  # as in the file
+                raise
             for partition in range(info.partitions):
                 log = self._logs.pop((name, partition), None)
                 if log is not None:
@@ -671,9 +686,14 @@ class Store:
             self._check_open()
             info = self._topic(name)
             config = self._configs[name].altered(dict(set or {}), list(delete))
+            old_config = self._configs[name]
             self._topics[name] = info._replace(overrides=config.overrides)
             self._configs[name] = config
-            self._save_topics()
+            try:
+                self._save_topics()
+            except StorageError:
+                self._topics[name], self._configs[name] = info, old_config  # as in the file
+                raise
             for partition in range(info.partitions):
                 self._logs[(name, partition)].update_config(config)
                 write_partition_copy(
@@ -869,7 +889,9 @@ class Store:
         _check_int("now", now, optional=True)
         with self._lock:
             self._check_open()
-            logs = [log for log in self._logs.values() if not log.config.compact]
+            logs = [
+                log for log in self._logs.values() if not log.config.compact and log.offline is None
+            ]
         deleted = 0
         for log in logs:
             deleted += log.delete_old_segments(now)
@@ -879,10 +901,29 @@ class Store:
 
     # --- durability ---------------------------------------------------------------------------
     def flush(self) -> None:
-        """fsync every log and write the recovery-point checkpoint."""
+        """fsync every log and write the recovery-point checkpoint.
+
+        An offline log, or one whose fsync fails now (it goes offline), does not stop the
+        others: they are flushed and the checkpoint written, then a :class:`StorageError`
+        names every log that is not durable."""
+        failed: list[StorageError] = []
         for log in list(self._logs.values()):
-            log.flush()
+            try:
+                log.flush()
+            except StorageError as exc:
+                failed.append(exc)
         self.write_recovery_point_checkpoint()
+        if failed:
+            raise StorageError(
+                f"{len(failed)} log(s) of {self.path} could not be flushed: "
+                + "; ".join(str(exc) for exc in failed)
+            ) from failed[0]
+
+    def offline_logs(self) -> dict[tuple[str, int], StorageError]:
+        """The logs that refuse writes since an I/O error they could not undo, and why."""
+        return {
+            key: log.offline for key, log in list(self._logs.items()) if log.offline is not None
+        }
 
     def write_recovery_point_checkpoint(self) -> None:
         with self._lock:
@@ -913,10 +954,27 @@ class Store:
             return
         with self._lock:
             try:
+                failed: list[StorageError] = []
                 for log in self._logs.values():
-                    log.close()
+                    try:
+                        log.close()
+                    except StorageError as exc:  # the log is offline and closed now
+                        failed.append(exc)
                 self.write_recovery_point_checkpoint()
                 self.write_log_start_offset_checkpoint()
+                offline = self.offline_logs()
+                if failed or offline:
+                    for key, reason in offline.items():
+                        logger.warning(
+                            "%s: no clean-shutdown marker written, %s-%d is offline (%s); the "
+                            "next open recovers it from its files",
+                            self.path, key[0], key[1], reason,
+                        )  # fmt: skip
+                    if failed:
+                        raise StorageError(
+                            f"closing {self.path} failed: " + "; ".join(map(str, failed))
+                        ) from failed[0]
+                    return
                 marker = os.path.join(self.path, CLEAN_SHUTDOWN_FILE)
                 handle = self.fs.open(marker, create=True)
                 try:
@@ -944,15 +1002,29 @@ class Store:
     def flush_due_logs(self) -> None:
         """Flush the logs whose ``flush.ms`` has passed (Kafka's periodic flush task)."""
         now = self.clock()
+        failed: list[StorageError] = []
         for log in list(self._logs.values()):
-            log.flush_if_due(now)
+            try:
+                log.flush_if_due(now)  # an offline log is skipped
+            except StorageError as exc:  # that log went offline; the others are flushed
+                failed.append(exc)
+        if failed:
+            raise StorageError("; ".join(map(str, failed))) from failed[0]
 
     def remove_deleted_files(self) -> None:
         """Remove the ``.deleted`` files whose ``file.delete.delay.ms`` has passed."""
         now = self.clock()
+        failed: list[StorageError] = []
         for log in list(self._logs.values()):
-            log.flush_pending()
-            log.remove_deleted_files(now)
+            if log.offline is not None:
+                continue  # its files stay as they are until the store is reopened
+            try:
+                log.flush_pending()
+                log.remove_deleted_files(now)
+            except StorageError as exc:
+                failed.append(exc)
+        if failed:
+            raise StorageError("; ".join(map(str, failed))) from failed[0]
 
     def add_removal_listener(self, listener: PartitionRemovalListener) -> None:
         """Tell ``listener`` before and after a partition is removed (see the protocol)."""

@@ -102,6 +102,33 @@ def key_map(
     return {k: (o, v) for o, k, v in recs if k is not None}
 
 
+def latest_values_then_fixpoint(
+    store: Store,
+    data: Path,
+    written: dict[int, tuple[bytes, bytes | None]],
+    recs: list[tuple[int, bytes | None, bytes | None]],
+    context: str,
+) -> bool:
+    """Every key's latest written record is the one read (a tombstone may be gone), and the
+    next cleaner run reaches a fixpoint; returns whether that run cleaned anything."""
+    present = key_map(recs)
+    latest: dict[bytes, int] = {}
+    for o in sorted(written):
+        latest[written[o][0]] = o
+    for key, o in latest.items():
+        got = present.get(key)
+        if got is None:
+            assert written[o][1] is None, f"latest value of {key!r} lost ({context})"
+        else:
+            assert got == (o, written[o][1]), f"{key!r}: {got}, wrote {o} ({context})"
+    first = manager_of(store).clean_log(TOPIC, 0)
+    assert not first.uncleanable, f"{first.uncleanable} ({context})"
+    files = partition_files(data)
+    second = manager_of(store).clean_log(TOPIC, 0)
+    assert second.stats is None and partition_files(data) == files, context
+    return first.cleaned is not None
+
+
 def partition_files(data: Path) -> dict[str, bytes]:
     directory = data / PART
     return {
@@ -542,23 +569,7 @@ def sigkill_during_continuous_cleaning(tmp_path: Path, kills: int) -> None:
                     assert o > known and k is not None, f"foreign record {o} ({context})"
                     assert v is None or v.startswith(k + b":"), f"foreign record {o} ({context})"
                     written[o] = (k, v)
-            present = key_map(recs)
-            latest: dict[bytes, int] = {}
-            for o in sorted(written):
-                latest[written[o][0]] = o
-            for key, o in latest.items():
-                got = present.get(key)
-                if got is None:
-                    assert written[o][1] is None, f"latest value of {key!r} lost ({context})"
-                else:
-                    assert got == (o, written[o][1]), f"{key!r}: {got}, wrote {o} ({context})"
-            # The next cleaner run reaches a fixpoint.
-            first = manager_of(store).clean_log(TOPIC, 0)
-            assert not first.uncleanable, f"{first.uncleanable} ({context})"
-            cleaned_runs += first.cleaned is not None
-            files = partition_files(data)
-            second = manager_of(store).clean_log(TOPIC, 0)
-            assert second.stats is None and partition_files(data) == files, context
+            cleaned_runs += latest_values_then_fixpoint(store, data, written, recs, context)
         finally:
             manager_of(store).abandon()
     print(

@@ -62,8 +62,8 @@ from tests.cleaner.test_cleaner_crash import (
     build,
     drop_crashed,
     key_map,
+    latest_values_then_fixpoint,
     leftovers,
-    partition_files,
     records,
     reference,
     warp_clock,
@@ -361,22 +361,7 @@ def power_cuts_during_continuous_cleaning(tmp_path: Path, cuts: int) -> None:
             for o in [o for o in written if o >= end]:
                 assert o not in acked, f"acked record {o} beyond the log end {end} ({context})"
                 del written[o]
-            present = key_map(recs)
-            latest: dict[bytes, int] = {}
-            for o in sorted(written):
-                latest[written[o][0]] = o
-            for name, o in latest.items():
-                got = present.get(name)
-                if got is None:
-                    assert written[o][1] is None, f"latest value of {name!r} lost ({context})"
-                else:
-                    assert got == (o, written[o][1]), f"{name!r}: {got}, wrote {o} ({context})"
-            first = manager_of(store).clean_log(TOPIC, 0)
-            assert not first.uncleanable, f"{first.uncleanable} ({context})"
-            cleaned_runs += first.cleaned is not None
-            files = partition_files(data)
-            second = manager_of(store).clean_log(TOPIC, 0)
-            assert second.stats is None and partition_files(data) == files, context
+            cleaned_runs += latest_values_then_fixpoint(store, data, written, recs, context)
         finally:
             close_managed(store)  # a clean close: the next child starts from a durable state
     elapsed = time.monotonic() - started

@@ -124,9 +124,11 @@ def test_finding_2_garbage_after_the_active_segment_is_quarantined_not_hidden(
     assert third.load_stats[("t", 0)].indexes_rebuilt == 0
 
 
-def test_finding_6_a_flipped_records_count_is_an_error_not_a_skip(
-    open_store: StoreFactory, tmp_path: Path
-) -> None:
+def ten_batches_with_a_flip(
+    open_store: StoreFactory, tmp_path: Path, offset: int, into: int, bit: int
+) -> list[int]:
+    """Ten one-record batches in one segment, closed cleanly, then byte ``into`` of the batch
+    of ``offset`` XOR ``bit``; returns the batch positions."""
     store = open_store()
     store.create_topic("t", 1)
     for i in range(10):
@@ -135,8 +137,16 @@ def test_finding_6_a_flipped_records_count_is_an_error_not_a_skip(
     manager_of(store).close()
     log = part_dir(tmp_path) / "00000000000000000000.log"
     data = bytearray(log.read_bytes())
-    data[positions[6] + RECORDS_COUNT_POSITION + 3] ^= 0x01  # 1 record -> 0 records
+    data[positions[offset] + into] ^= bit
     log.write_bytes(bytes(data))
+    return positions
+
+
+def test_finding_6_a_flipped_records_count_is_an_error_not_a_skip(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    # 1 record -> 0 records in the batch of offset 6
+    positions = ten_batches_with_a_flip(open_store, tmp_path, 6, RECORDS_COUNT_POSITION + 3, 1)
 
     again = open_store()
     seen = []
@@ -177,16 +187,7 @@ def test_finding_6_an_index_entry_in_order_but_wrong_is_not_trusted(
 def test_finding_6_consume_prints_the_good_records_before_the_damage(
     open_store: StoreFactory, tmp_path: Path
 ) -> None:
-    store = open_store()
-    store.create_topic("t", 1)
-    for i in range(10):
-        store.append("t", 0, [(b"k%d" % i, b"v%d" % i)])
-    positions = [b.position for b in store.log("t", 0).active_segment.batches()]
-    manager_of(store).close()
-    log = part_dir(tmp_path) / "00000000000000000000.log"
-    data = bytearray(log.read_bytes())
-    data[positions[7] + 70 - 2] ^= 0x40  # a value byte of offset 7
-    log.write_bytes(bytes(data))
+    positions = ten_batches_with_a_flip(open_store, tmp_path, 7, 68, 0x40)  # a value byte
     result = CliRunner().invoke(
         cli, ["--data-dir", str(tmp_path / "data"), "consume", "t", "--format", "%o %s\n"]
     )

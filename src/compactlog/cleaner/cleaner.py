@@ -82,7 +82,6 @@ from compactlog.cleaner.reads import (
     prepare_copy_region,
     prepare_map_region,
     regions_of,
-    verify_crcs,
 )
 from compactlog.cleaner.rules import (
     ActiveProducers,
@@ -93,10 +92,11 @@ from compactlog.cleaner.rules import (
 )
 from compactlog.cleaner.stats import CleanerStats
 from compactlog.cleaner.throttler import Throttler
-from compactlog.errors import StorageError
+from compactlog.errors import CorruptRecordError, StorageError
 from compactlog.records import RecordColumns, read_header
 from compactlog.records.batch_header import CRC_OFFSET, CRC_STRUCT, compute_crc
 from compactlog.storage.log import Log
+from compactlog.storage.salvage import DamagedRange, salvage_walk
 from compactlog.storage.segment import AppendedBatches, LogSegment
 
 logger = logging.getLogger("compactlog.cleaner")
@@ -475,20 +475,20 @@ class Cleaner:
         """
         for source in segments:
             self.check_abort(log)
-            view = source.map_log()
-            chunks = self._source_chunks(log, source, view)
-            self._chunks[source.base_offset] = chunks
-            lo, hi = self._verified.get(source.base_offset, (0, 0))
-            release = PageRelease(view, 0)
-            try:
-                for region in regions_of(chunks, self.buffers.region_bytes):
-                    r0, r1 = region[0][0], region[-1][1]
-                    if not lo <= r0 < r1 <= hi:
-                        verify_crcs(view, r0, r1, source.log_path)
-                    release.passed(r1)
-            finally:
-                release.finish()
-            self._verified[source.base_offset] = (0, len(view))
+            # Read with pread, not through a second memory map of every source (with the map
+            # and the compiled walk here, the R9 power-loss test aborted the process now and
+            # then with "double free or corruption"; the cause is not found yet, see issue 17's
+            # note). The storage layer's salvage walk checks framing, magic, CRC and offsets
+            # (rising, inside the segment) and reports the first damaged range.
+            end_offset = self._next_base.get(source.base_offset)
+            for item in salvage_walk(
+                source.log, source.base_offset, 0, source.size, end_offset=end_offset
+            ):
+                if isinstance(item, DamagedRange):
+                    raise CorruptRecordError(
+                        f"{source.log_path}: corrupt batch at position {item.start}: {item.reason}"
+                    )
+            self._verified[source.base_offset] = (0, source.size)
 
     # --- 2-4. rewriting a group -------------------------------------------------------------
     def clean_segments(

@@ -268,7 +268,7 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if stat.st_size < tail.position:
             tail = _Tail(path, stat.st_ino, 0, -1)  # truncated (recovery): walk it again
         position, last = tail.position, tail.last
-        for batch_position, size, batch_last in _walk_batches(path, position):
+        for batch_position, size, batch_last in _walk_batches(path, position, sealed=False):
             position, last = batch_position + size, batch_last
         self._tails[directory] = _Tail(path, stat.st_ino, position, last)
         return last + 1 if last >= 0 else _log_end_offset(segments)

@@ -118,9 +118,10 @@ def salvage_walk(
     next segment's base offset), bounds every batch's last offset.
 
     The base offset is the one field outside the CRC that a reader trusts, so a batch is only
-    handed out once the batch after it agrees: if that one goes back below the batch's next
-    offset but follows on from the batch before it, the base offset in between is the damaged
-    field, and that batch is reported as damage.
+    handed out once the batch after it agrees. When the batch after goes back below its next
+    offset, one of the two base offsets is damaged: the batch's own when the batch after follows
+    on exactly from it as it would be had it started where its predecessor ended (its offset
+    count, ``lastOffsetDelta``, is CRC-covered), otherwise the later one's.
     """
     limit = handle.size() if end is None else end
     position = start
@@ -136,6 +137,16 @@ def salvage_walk(
                 if header.base_offset >= pending.header.next_offset:
                     yield pending
                     confirmed = pending.header.next_offset
+                elif header.base_offset != confirmed + (
+                    pending.header.last_offset - pending.header.base_offset + 1
+                ):
+                    # This batch would not follow on from the batch before even if that one
+                    # started where its predecessor ended (its offset count is CRC-covered):
+                    # this batch's own base offset is the damaged field.
+                    reason = (
+                        f"base offset {header.base_offset} goes back below "
+                        f"{pending.header.next_offset}"
+                    )
                 else:
                     yield DamagedRange(
                         pending.position,

@@ -261,3 +261,28 @@ def test_finding_8_verify_judges_the_topics_file_and_snapshots_as_the_store_does
     again = open_store()
     assert again.topic_config("t").compact  # restored from the partition's copy
     assert (data / "compactlog-topics.json.corrupt-1").exists()
+
+
+def test_producer_state_replay_steps_over_damage_left_in_place(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    """Without a snapshot the state is replayed from the log; damage left in place (below the
+    recovery point, which recovery does not re-read) is stepped over, so the producer's later
+    batches still count (its last sequence)."""
+    from compactlog.records import build_batch
+
+    store = open_store()
+    store.create_topic("t", 1, {"cleanup.policy": "compact"})
+    for i in range(12):
+        batch = build_batch([(b"k", b"v%d" % i)], producer_id=9, producer_epoch=0, base_sequence=i)
+        store.append_batch("t", 0, batch)
+    store.log("t", 0).roll()
+    positions = [b.position for b in store.log("t", 0).segments()[0].batches()]
+    store.flush()  # the recovery point passes the damage: recovery will not re-read it
+    manager_of(store).abandon()
+    poke(part_dir(tmp_path) / "00000000000000000000.log", positions[5] + MAGIC_POSITION, 0xFF)
+    for snapshot in part_dir(tmp_path).glob("*.snapshot"):
+        snapshot.unlink()
+    again = open_store()
+    [state] = again.producer_state("t", 0)
+    assert state.producer_id == 9 and state.last_sequence == 11

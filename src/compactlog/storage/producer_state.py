@@ -666,7 +666,9 @@ class _Segment(Protocol):
     @property
     def base_offset(self) -> int: ...
 
-    def batches(self, start_position: int = 0) -> Iterator[_FileBatch]: ...
+    def batches(
+        self, start_position: int = 0, *, skip_damage: bool = False
+    ) -> Iterator[_FileBatch]: ...
 
     def translate_offset(self, offset: int) -> _FileBatch | None: ...
 
@@ -737,12 +739,14 @@ _REPLAY_BATCHES = 4096
 def _replay(state: ProducerStateManager, segment: _Segment, start: int, end: int) -> None:
     """Apply the batches of ``segment`` from the one holding ``start`` to the last one ending
     below ``end``, as the log's own (unchecked) appends."""
-    first = segment.translate_offset(start)
-    if first is None:
-        return
     batches: list[ProducerBatch] = []
     try:
-        for batch in segment.batches(first.position):
+        first = segment.translate_offset(start)
+        if first is None:
+            return
+        # Damage left in place (a sealed segment after a clean shutdown) is stepped over: the
+        # producers' batches after it are still the log's.
+        for batch in segment.batches(first.position, skip_damage=True):
             header = batch.header
             if header.last_offset >= end:
                 break
@@ -754,7 +758,7 @@ def _replay(state: ProducerStateManager, segment: _Segment, start: int, end: int
                 if len(batches) >= _REPLAY_BATCHES:
                     state.update(state.prepare_append(batches, from_client=False))
                     batches = []
-    except CorruptRecordError as exc:  # recovery cut the log at valid data: not expected
+    except CorruptRecordError as exc:  # the start offset lies in damage left in place
         logger.warning("%s: producer state replay stopped: %s", state.name, exc)
     if batches:
         state.update(state.prepare_append(batches, from_client=False))

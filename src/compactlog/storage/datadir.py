@@ -62,12 +62,17 @@ def clean_shutdown_marker(broker_epoch: int) -> bytes:
 
 
 class DataDirLock:
-    """The exclusive lock on a data directory (``flock`` on its ``.lock`` file).
+    """The exclusive lock on a data directory: ``flock`` and a POSIX record lock on ``.lock``.
+
+    The flock keeps two stores of one process apart (record locks belong to the process);
+    the record lock is the one a Kafka broker takes (``FileChannel.tryLock``), so neither opens
+    a directory the other holds. Nothing else in a process that holds the lock may open and
+    close ``.lock``: closing any descriptor of the file drops the process's record locks.
 
     A :class:`Store` takes it for as long as it is open. A job that works on the files without
     a store open (the Spark compaction) holds it itself, so that no store (a broker, the CLI,
-    the in-process cleaner) opens the directory meanwhile. The lock belongs to the open file,
-    so it dies with the process: a killed job leaves no stale lock behind.
+    the in-process cleaner) opens the directory meanwhile. Both locks die with the process: a
+    killed job leaves no stale lock behind.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -94,12 +99,24 @@ class DataDirLock:
             raise StorageError(
                 f"the data directory {self.path} is in use by another process"
             ) from exc
+        try:
+            # Kafka locks the same file with Java's FileChannel.tryLock, a POSIX record lock
+            # (fcntl F_SETLK), which Linux keeps apart from flock: without this second lock a
+            # live Kafka broker's log dir would open here as if it were free.
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)  # drops the flock too
+            raise StorageError(
+                f"the data directory {self.path} is in use by another process "
+                f"(a record lock on {lock_path}, as a Kafka broker holds)"
+            ) from (exc if isinstance(exc, BlockingIOError) else BlockingIOError(*exc.args))
         self._fd = fd
         return self
 
     def release(self) -> None:
         if self._fd >= 0:
             with contextlib.suppress(OSError):
+                fcntl.lockf(self._fd, fcntl.LOCK_UN)
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
                 os.close(self._fd)
             self._fd = -1

@@ -108,6 +108,21 @@ def test_clean_topic_until_clean_one_round_then_already_clean(cli: Cli) -> None:
     assert "nothing to clean" in unrolled.stdout
 
 
+def test_clean_says_how_to_make_the_active_segment_cleanable(cli: Cli) -> None:
+    seed(cli, rolled=False)
+    result = cli.ok("clean", "fruit-prices", "-p", "0", "--now", str(TS))
+    assert result.stdout.splitlines() == [
+        "fruit-prices-0: nothing to clean: first dirty offset 0, first uncleanable offset 0 "
+        "(active segment)",
+        "fruit-prices-0: offsets 0 to 3 are in the active segment, which is never cleaned; to "
+        "make them cleanable, roll it ('compactlog roll fruit-prices -p 0', or the broker's "
+        "admin API while one runs) or let the log roll by itself: by time (segment.ms, now "
+        "604800000) or by size (segment.bytes, now 1073741824)",
+    ]
+    roll(cli, "fruit-prices")
+    assert "offsets 0 to 3" not in cli.ok("clean", "fruit-prices", "-p", "0").stdout
+
+
 def test_clean_until_clean_over_every_log(cli: Cli) -> None:
     seed(cli, "a")
     seed(cli, "b")

@@ -430,7 +430,17 @@ def _nothing_cleanable(view: _View) -> str:
         return "the dirty records are above the high watermark"
     return (
         "the dirty records are all in the active segment (base offset "
-        f"{log.active_segment.base_offset}), which is never cleaned"
+        f"{log.active_segment.base_offset}), which is never cleaned; "
+        + roll_hint(log.topic, log.partition, log.config.segment_ms, log.config.segment_bytes)
+    )
+
+
+def roll_hint(topic: str, partition: int, segment_ms: int, segment_bytes: int) -> str:
+    """How to make records in the active segment cleanable."""
+    return (
+        f"to make them cleanable, roll it ('compactlog roll {topic} -p {partition}', or the "
+        "broker's admin API while one runs) or let the log roll by itself: by time "
+        f"(segment.ms, now {segment_ms}) or by size (segment.bytes, now {segment_bytes})"
     )
 
 

@@ -22,7 +22,9 @@ from compactlog.cleaner.explain import (
     format_ms,
     key_partition,
     next_cleaning_range,
+    roll_hint,
 )
+from compactlog.cleaner.manager import REASON_ACTIVE_SEGMENT
 from compactlog.cleaner.service import CleanResult, LogCleaner
 from compactlog.cleaner.stats import delayed_partitions_line, invalid_messages_line
 from compactlog.cli.common import (
@@ -154,6 +156,14 @@ def _clean_partition(
             click.echo(
                 f"{name}: {state}: first dirty offset {fdo}, first uncleanable offset {fuo}{bound}"
             )
+            log = logs.store.log(topic, partition)
+            if pending.uncleanable_reason == REASON_ACTIVE_SEGMENT and fdo < log.log_end_offset:
+                config = log.config
+                click.echo(
+                    f"{name}: offsets {fdo} to {log.log_end_offset - 1} are in the active "
+                    f"segment, which is never cleaned; "
+                    + roll_hint(topic, partition, config.segment_ms, config.segment_bytes)
+                )
             return [], False
         if until_clean:
             click.echo(f"{name}: round {round_number}: cleaning [{fdo}, {fuo})")

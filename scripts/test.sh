@@ -23,5 +23,5 @@ if "$fast"; then
     python -m pytest -m "not slow and not spark and not broker and not kafka and not soak" "$@"
 else
     echo "== pytest (every tier but soak)"
-    python -m pytest -m "not soak" "$@"
+    python -m pytest -m "not soak" --durations=30 "$@"
 fi

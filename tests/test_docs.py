@@ -449,3 +449,41 @@ def test_the_checker_catches_a_wrong_option() -> None:
         ["compactlog has no command 'nope'"],
     ]
     assert cli_problems(["consume", "t", "-p0", "--format", "%s\\n"]) == []
+
+
+# --------------------------------------------------------------------------------------------
+# Links and the command list
+
+
+def github_anchor(heading: str) -> str:
+    """The id GitHub gives a heading: lower case, punctuation dropped, spaces as dashes."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_point_at_files_and_headings_that_exist() -> None:
+    problems = []
+    for page in PAGES:
+        text = page.read_text()
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", text):
+            if target.startswith(("http://", "https://")):
+                continue
+            path = (page.parent / target).resolve() if target else page
+            if not path.exists():
+                problems.append(f"{page.name}: {target} does not exist")
+            elif anchor:
+                headings = re.findall(r"^#+ (.*)$", path.read_text(), re.MULTILINE)
+                if anchor not in {github_anchor(h) for h in headings}:
+                    problems.append(f"{page.name}: {target} has no heading #{anchor}")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_command_is_in_the_cli_page() -> None:
+    from compactlog.cli.main import all_commands
+
+    page = (ROOT / "docs" / "cli.md").read_text()
+    missing = [
+        " ".join(path)
+        for path, command in all_commands()
+        if not isinstance(command, click.Group) and f"`{' '.join(path)}`" not in page
+    ]
+    assert not missing, f"docs/cli.md does not name: {missing}"

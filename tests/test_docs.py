@@ -15,6 +15,8 @@ How a block is run (docs/development.md, "The documentation test", says the same
   ``broker``         a broker (``BrokerThread``) serves ``data`` in the block's directory first;
                      ``127.0.0.1:9092`` in the block means that broker (a free port really)
   ``spark``/``slow`` the pytest tiers of the same names (``spark`` implies ``slow``)
+  ``tier=NAME``      the pytest tier NAME (slow, spark, broker) and nothing else: a block that
+                     starts its own broker is ``tier=broker``
   ``needs=EXE``      skipped, saying so, where the program EXE is not installed
   ``timeout=S``      seconds the block may take (default 300)
   ``not-run CHECK``  not run here (it runs the whole suite, the main job, a benchmark, a server
@@ -49,7 +51,8 @@ RUN_LANGUAGES = {"bash", "python"}
 MARKER = re.compile(r"^\s*<!--\s*docs-test:\s*(.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(\s*)```\s*([\w+-]*)\s*$")
 KNOWN_WORDS = {"continues", "output", "broker", "spark", "slow", "not-run"}
-KNOWN_KEYS = {"tail", "needs", "timeout"}
+KNOWN_KEYS = {"tail", "needs", "timeout", "tier"}
+TIERS = {"slow", "spark", "broker"}
 DEFAULT_TIMEOUT = 300.0
 # What a broker block writes for "the broker": the test swaps in the real address.
 DOC_BOOTSTRAP = "127.0.0.1:9092"
@@ -85,6 +88,11 @@ class Chain:
         return set().union(*(block.words for block, _ in self.steps))
 
     @property
+    def tiers(self) -> set[str]:
+        words = self.words & TIERS
+        return words | {block.keys["tier"] for block, _ in self.steps if "tier" in block.keys}
+
+    @property
     def needs(self) -> set[str]:
         return {block.keys["needs"] for block, _ in self.steps if "needs" in block.keys}
 
@@ -100,6 +108,7 @@ def parse_marker(text: str, where: str) -> tuple[set[str], dict[str, str], str |
         if "=" in token:
             key, _, value = token.partition("=")
             assert key in KNOWN_KEYS, f"{where}: unknown docs-test key {key!r}"
+            assert key != "tier" or value in TIERS, f"{where}: no tier {value!r}"
             keys[key] = value
         else:
             assert token in KNOWN_WORDS, f"{where}: unknown docs-test word {token!r}"
@@ -164,13 +173,8 @@ def chains_of(blocks: list[Block]) -> list[Chain]:
 
 def chain_params() -> Iterator[object]:
     for chain in chains_of(all_blocks()):
-        marks = []
-        if "spark" in chain.words:
-            marks += [pytest.mark.spark, pytest.mark.slow]
-        elif "slow" in chain.words:
-            marks.append(pytest.mark.slow)
-        if "broker" in chain.words:
-            marks.append(pytest.mark.broker)
+        tiers = chain.tiers | ({"slow"} if "spark" in chain.tiers else set())
+        marks = [getattr(pytest.mark, tier) for tier in sorted(tiers)]
         yield pytest.param(chain, id=chain.steps[0][0].where, marks=marks)
 
 
@@ -237,7 +241,7 @@ def test_block_runs(chain: Chain, tmp_path: Path) -> None:
     for program in sorted(chain.needs):
         if shutil.which(program) is None:
             pytest.skip(f"{program} is not installed")
-    if "spark" in chain.words:
+    if "spark" in chain.tiers:
         skip_unless_spark()
     workdir, state = tmp_path / "work", tmp_path / "state"
     workdir.mkdir()

@@ -70,7 +70,8 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
+        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page
+        return f"{page}:{self.line}"
 
     @property
     def runs(self) -> bool:
@@ -491,3 +492,27 @@ def test_every_command_is_in_the_cli_page() -> None:
         if not isinstance(command, click.Group) and f"`{' '.join(path)}`" not in page
     ]
     assert not missing, f"docs/cli.md does not name: {missing}"
+
+
+def test_markers_make_chains_and_typos_are_refused(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```bash\necho one\n```\n\n<!-- docs-test: output -->\n```text\none\n```\n"
+        "<!-- docs-test: continues tier=slow -->\n```bash\necho two\n```\n"
+        "<!-- docs-test: not-run scripts -->\n```bash\nbash scripts/bench.sh\n```\n"
+        "```python\nprint(3)\n```\n```\nnot run: no language\n```\n"
+    )
+    blocks = parse_page(page)
+    assert [(b.language, b.runs, b.check) for b in blocks] == [
+        ("bash", True, None), ("text", False, None), ("bash", True, None),
+        ("bash", False, "scripts"), ("python", True, None), ("", False, None),
+    ]  # fmt: skip
+    chains = chains_of(blocks)
+    assert [[(b.line, [o.line for o in outs]) for b, outs in c.steps] for c in chains] == [
+        [(1, [6]), (10, [])],
+        [(17, [])],
+    ]
+    assert chains[0].tiers == {"slow"}
+    page.write_text("<!-- docs-test: contineus -->\n```bash\ntrue\n```\n")
+    with pytest.raises(AssertionError, match="unknown docs-test word 'contineus'"):
+        parse_page(page)

@@ -14,7 +14,8 @@ How a block is run (docs/development.md, "The documentation test", says the same
                      (trailing blanks of each line ignored); ``tail=N``: its last N lines
   ``broker``         a broker (``BrokerThread``) serves ``data`` in the block's directory first;
                      ``127.0.0.1:9092`` in the block means that broker (a free port really)
-  ``spark``/``slow`` the pytest tiers of the same names (``spark`` implies ``slow``)
+  ``spark``/``slow`` the pytest tiers of the same names (every run block is ``slow``: it
+                     starts processes and takes seconds)
   ``tier=NAME``      the pytest tier NAME (slow, spark, broker) and nothing else: a block that
                      starts its own broker is ``tier=broker``
   ``needs=EXE``      skipped, saying so, where the program EXE is not installed
@@ -174,7 +175,8 @@ def chains_of(blocks: list[Block]) -> list[Chain]:
 
 def chain_params() -> Iterator[object]:
     for chain in chains_of(all_blocks()):
-        tiers = chain.tiers | ({"slow"} if "spark" in chain.tiers else set())
+        # Each chain starts processes and takes seconds: the slow tier, as the suite defines it.
+        tiers = chain.tiers | {"slow"}
         marks = [getattr(pytest.mark, tier) for tier in sorted(tiers)]
         yield pytest.param(chain, id=chain.steps[0][0].where, marks=marks)
 

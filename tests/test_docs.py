@@ -296,6 +296,21 @@ def check_top_commands(block: Block) -> None:
     assert main_job.endswith(" $@"), main_job
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert main_job.removesuffix(" $@") in readme, f"the README does not name {main_job}"
+    # The figures the README gives for the main job are its defaults.
+    from compactlog.spark.pipeline import PipelineSpec
+
+    spec = PipelineSpec("data", "out")
+    live = round(spec.keys * (1 - spec.tombstone_fraction))
+    records = spec.keys + spec.updates + (spec.keys - live) + live
+    for claim in (
+        f"{spec.keys:,} tickets of {spec.value_bytes} bytes",
+        f"{spec.updates:,} skewed updates",
+        f"{spec.tombstone_fraction * 100:g} % of the tickets deleted",
+        f"({records:,} records, {spec.partitions} partitions)",
+        f"exactly the {live:,} live keys",
+        "cleans it on Spark in one pass" if spec.mode == "one-pass" else spec.mode,
+    ):
+        assert claim in readme, f"the README's main job does not say {claim!r}"
     test_sh = " ".join(commands_of_file(ROOT / "scripts" / "test.sh"))
     for step in ("ruff check", "ruff format --check", "mypy", "lint-imports", '-m "not soak"'):
         assert step in test_sh or step.replace('"', "") in test_sh, f"test.sh does not run {step}"

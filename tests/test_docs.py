@@ -18,7 +18,7 @@ How a block is run (docs/development.md, "The documentation test", says the same
                      starts processes and takes seconds)
   ``tier=NAME``      the pytest tier NAME (slow, spark, broker) and nothing else: a block that
                      starts its own broker is ``tier=broker``
-  ``needs=EXE``      skipped, saying so, where the program EXE is not installed
+  ``needs=EXE,...``  skipped, saying so, where a program EXE is not installed
   ``timeout=S``      seconds the block may take (default 300)
   ``not-run CHECK``  not run here (it runs the whole suite, the main job, a benchmark, a server
                      that never exits, a cluster job): CHECK names the cheaper check below
@@ -96,7 +96,12 @@ class Chain:
 
     @property
     def needs(self) -> set[str]:
-        return {block.keys["needs"] for block, _ in self.steps if "needs" in block.keys}
+        return {
+            program
+            for block, _ in self.steps
+            for program in block.keys.get("needs", "").split(",")
+            if program
+        }
 
 
 def parse_marker(text: str, where: str) -> tuple[set[str], dict[str, str], str | None]:
@@ -515,7 +520,7 @@ def test_markers_make_chains_and_typos_are_refused(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text(
         "```bash\necho one\n```\n\n<!-- docs-test: output -->\n```text\none\n```\n"
-        "<!-- docs-test: continues tier=slow -->\n```bash\necho two\n```\n"
+        "<!-- docs-test: continues tier=slow needs=kcat,gawk -->\n```bash\necho two\n```\n"
         "<!-- docs-test: not-run scripts -->\n```bash\nbash scripts/bench.sh\n```\n"
         "```python\nprint(3)\n```\n```\nnot run: no language\n```\n"
     )
@@ -530,6 +535,7 @@ def test_markers_make_chains_and_typos_are_refused(tmp_path: Path) -> None:
         [(17, [])],
     ]
     assert chains[0].tiers == {"slow"}
+    assert chains[0].needs == {"kcat", "gawk"}
     page.write_text("<!-- docs-test: contineus -->\n```bash\ntrue\n```\n")
     with pytest.raises(AssertionError, match="unknown docs-test word 'contineus'"):
         parse_page(page)

@@ -24,7 +24,13 @@ from compactlog.errors import ConfigError, SparkSourceError
 from compactlog.spark._options import BATCH_READ, STREAM_READ, check_options
 from compactlog.spark.datasource import CompactlogDataSource
 from compactlog.spark.source import LogReader, SegmentSplit, plan_ranges, read_split
-from compactlog.spark.stream import LogStreamReader, RefusedStreamReader, rate_limit
+from compactlog.spark.stream import (
+    LogStreamReader,
+    RecordCursor,
+    RefusedStreamReader,
+    advance_records,
+    rate_limit,
+)
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
 from tests.managed import manager_of, open_managed
@@ -338,3 +344,22 @@ def test_available_now_over_a_compacted_backlog_plans_by_records(
     assert first == {"c": {"0": kept[20]}}
     assert reader.latestOffset(first, ReadMaxRows(20)) == {"c": {"0": kept[40]}}
     assert reader.latestOffset({"c": {"0": kept[40]}}, ReadMaxRows(20)) == {"c": {"0": 2000}}
+
+
+def test_record_counting_resumes_where_it_stopped_and_survives_a_cleaning(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with open_managed(data, ManualClock(NOW)) as store:
+        store.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": 4096})
+        for i in range(200):
+            store.append("c", 0, [(b"k%d" % (i % 50), b"v%d" % i)])
+        store.roll("c", 0)
+        directory = str(data / "c-0")
+        cursors: dict[str, RecordCursor] = {}
+        assert advance_records(directory, 0, 30, 200, cursors) == 30
+        assert cursors[directory].base_offset == 30
+        assert advance_records(directory, 30, 30, 200, cursors) == 60  # from the cursor
+        manager_of(store).clean_log("c", 0)  # keeps 150..199, the last value of each key
+        assert [r.offset for r in store.read("c", 0)] == list(range(150, 200))
+        assert advance_records(directory, 60, 30, 200, cursors) == 180
+        assert advance_records(directory, 180, 30, 200, cursors) == 200
+        assert advance_records(directory, 0, 5, 140, {}) == 140  # nothing left below 140

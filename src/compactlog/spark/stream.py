@@ -154,6 +154,7 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if "maxoffsetspertrigger" in options:
             self.max_offsets = _int_option(options, "maxOffsetsPerTrigger", 0, 1)
         self._tails: dict[str, _Tail] = {}
+        self._cursors: dict[str, RecordCursor] = {}
         self._target: Offsets | None = None
         self._latest: Offsets | None = None
 
@@ -208,7 +209,9 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = {
                 tp: shares[tp]
                 if shares[tp] >= stop or tp not in bounds
-                else advance_records(bounds[tp].directory, first[tp], shares[tp] - first[tp], stop)
+                else advance_records(
+                    bounds[tp].directory, first[tp], shares[tp] - first[tp], stop, self._cursors
+                )
                 for tp, stop in end.items()
             }
         return offsets_to_json(end)
@@ -397,33 +400,61 @@ def rate_limit(limit: int, begin: Mapping[TopicPartition, int], end: Offsets) ->
     return capped
 
 
-def advance_records(directory: str, first: int, count: int, stop: int) -> int:
+@dataclass(frozen=True)
+class RecordCursor:
+    """Where :func:`advance_records` last stopped in a partition: the batch at ``position`` of
+    segment ``path`` (inode ``inode``), whose base offset is ``base_offset``. A later walk from
+    an offset at or after it starts there instead of at the segment's start."""
+
+    path: str
+    inode: int
+    position: int
+    base_offset: int
+
+
+def advance_records(
+    directory: str,
+    first: int,
+    count: int,
+    stop: int,
+    cursors: dict[str, RecordCursor] | None = None,
+) -> int:
     """The end of a micro-batch that starts at ``first`` and holds ``count`` records (not
     offsets) of the partition, or ``stop`` if fewer are left before it: the offset of the
     record after the ``count``-th, so that ``[first, end)`` holds exactly ``count`` records.
 
-    Walks batch headers from the segment holding ``first``, counting each batch's records from
-    its header; only a batch the count ends in, or one cut by ``first`` or ``stop``, is decoded
-    for its offsets. Control batches hold no rows. A segment deleted during the walk (the
-    cleaner or retention) gives up and returns ``first + count``, Spark's own offset count.
+    Walks batch headers from the segment holding ``first`` (from ``cursors[directory]`` when
+    it is still valid: same file, same inode, at or before ``first``), counting each batch's
+    records from its header; only a batch the count ends in, or one cut by ``first`` or
+    ``stop``, is decoded for its offsets. Control batches hold no rows. A segment deleted during
+    the walk (the cleaner or retention) gives up and returns ``first + count``, Spark's own
+    offset count. Where the walk stops is left in ``cursors`` for the next call.
     """
     from compactlog.records import decode_columns  # noqa: PLC0415
 
     remaining = count
+    cursor = (cursors or {}).pop(directory, None)
     try:
-        names = list(_stable_log_files(directory))
-        segments = [(int(n[: -len(LOG_SUFFIX)]), os.path.join(directory, n)) for n in names]
+        listing = _stable_log_files(directory)
+        if cursor is not None and not _cursor_holds(cursor, listing, first):
+            cursor = None
+        segments = [(int(n[: -len(LOG_SUFFIX)]), os.path.join(directory, n)) for n in listing]
         for i, (base, path) in enumerate(segments):
             next_base = segments[i + 1][0] if i + 1 < len(segments) else None
+            if cursor is not None and base < int(os.path.basename(cursor.path)[:20]):
+                continue
             if next_base is not None and next_base <= first:
                 continue
             if base >= stop:
                 break
-            for batch in _file_batches(path, sealed=next_base is not None):
+            start = cursor.position if cursor is not None and cursor.path == path else 0
+            for batch in _file_batches(path, start, sealed=next_base is not None):
                 header = batch.header
                 if header.last_offset < first or header.attributes & CONTROL_FLAG_MASK:
                     continue
+                here = RecordCursor(path, listing[os.path.basename(path)], batch.position, 0)
                 if header.base_offset >= stop:
+                    _remember(cursors, directory, here, header.base_offset)
                     return stop
                 inside = header.base_offset >= first and header.last_offset < stop
                 if inside and header.records_count <= remaining:
@@ -432,11 +463,30 @@ def advance_records(directory: str, first: int, count: int, stop: int) -> int:
                 offsets = decode_columns(bytes(batch.data), verify_crc=True).offsets
                 offsets = offsets[(offsets >= first) & (offsets < stop)]
                 if len(offsets) > remaining:
+                    _remember(cursors, directory, here, header.base_offset)
                     return int(offsets[remaining])
                 remaining -= len(offsets)
     except FileNotFoundError:
         return min(stop, first + count)
     return stop
+
+
+def _cursor_holds(cursor: RecordCursor, listing: dict[str, int], first: int) -> bool:
+    """Whether ``cursor`` still points at the batch it names: same file and inode, at or
+    before ``first``, and the bytes there start with its base offset (an inode number can be
+    reused by a later segment of the same name)."""
+    if cursor.base_offset > first or listing.get(os.path.basename(cursor.path)) != cursor.inode:
+        return False
+    with open(cursor.path, "rb") as f:
+        data = os.pread(f.fileno(), _BASE_OFFSET.size, cursor.position)
+    return len(data) == _BASE_OFFSET.size and _BASE_OFFSET.unpack(data)[0] == cursor.base_offset
+
+
+def _remember(
+    cursors: dict[str, RecordCursor] | None, directory: str, here: RecordCursor, base: int
+) -> None:
+    if cursors is not None:
+        cursors[directory] = replace(here, base_offset=base)
 
 
 class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

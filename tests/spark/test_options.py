@@ -363,3 +363,28 @@ def test_record_counting_resumes_where_it_stopped_and_survives_a_cleaning(tmp_pa
         assert advance_records(directory, 60, 30, 200, cursors) == 180
         assert advance_records(directory, 180, 30, 200, cursors) == 200
         assert advance_records(directory, 0, 5, 140, {}) == 140  # nothing left below 140
+
+
+def test_max_records_per_partition_with_offset_ranges_bytes_and_chunks(
+    stamped: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("compactlog.spark.source.CHUNK_BYTES", 200)
+    opts = {
+        "path": str(stamped),
+        "subscribe": "t",
+        "startingoffsets": json.dumps({"t": {"0": 5, "1": 7}}),
+        "endingoffsets": json.dumps({"t": {"0": 25}}),
+        "maxrecordsperpartition": "6",
+        "maxbytespersplit": "300",  # about 4 single-record batches
+    }
+    splits = LogReader(opts, headers=False).partitions()
+    assert all(isinstance(s, SegmentSplit) for s in splits)
+    read = [
+        [(s.partition, o.as_py()) for b in read_split(s, False) for o in b.column("offset")]  # type: ignore[arg-type]
+        for s in splits
+    ]
+    assert all(0 < len(rows) <= 6 for rows in read)
+    assert [r for rows in read for r in rows] == [(0, o) for o in range(5, 25)] + [
+        (1, o) for o in range(7, 30)
+    ]
+    assert any(s.cuts for s in splits)  # 200-byte chunks inside a task's range

@@ -269,6 +269,12 @@ def test_sink_errors_are_one_readable_line(spark: Any, tmp_path: Path) -> None:
         writer().mode("overwrite").save(str(data))
     assert "Traceback" not in str(e.value)
 
+    # An error in a task (an executor's Python worker) is one line too.
+    no_topic = spark.createDataFrame([(b"k", b"v", None)], "key BINARY, value BINARY, topic STRING")
+    with pytest.raises(Exception, match=r"SinkError: a row has a null 'topic'") as e:
+        no_topic.write.format("compactlog").mode("append").save(str(data))
+    assert "Traceback" not in str(e.value) and 'File "' not in str(e.value)
+
 
 def test_a_stream_with_ending_offsets_reports_that_alone(spark: Any, stamped: Path) -> None:
     query = (

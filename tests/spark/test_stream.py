@@ -21,7 +21,13 @@ import compactlog
 from compactlog.errors import ConfigError, SparkSourceError
 from compactlog.records import build_batch
 from compactlog.spark import stream
-from compactlog.spark.stream import LogStreamReader, StreamSplit, _inode, rate_limit
+from compactlog.spark.stream import (
+    LogStreamReader,
+    StreamSplit,
+    _inode,
+    offsets_from_json,
+    rate_limit,
+)
 from tests.conftest import ManualClock
 from tests.managed import manager_of, open_managed
 
@@ -120,7 +126,9 @@ def test_a_restarted_stream_reads_new_appends_and_topics_once(spark: Any, tmp_pa
     assert {r[0] for rows in second.values() for r in rows} == {"orders", "audit"}
 
 
-def test_max_offsets_per_trigger_splits_a_compacted_backlog(spark: Any, tmp_path: Path) -> None:
+def test_max_offsets_per_trigger_splits_a_compacted_backlog_by_records(
+    spark: Any, tmp_path: Path
+) -> None:
     data = tmp_path / "data"
     with open_managed(data, ManualClock(NOW)) as store:
         store.create_topic("c", 2, {"cleanup.policy": "compact", "segment.bytes": 1024})
@@ -133,13 +141,19 @@ def test_max_offsets_per_trigger_splits_a_compacted_backlog(spark: Any, tmp_path
     expected = _rows_on_disk(data, "c")
     assert len(expected) < sum(ends.values())  # compaction left gaps
 
-    limit = 50
-    planned = []  # each micro-batch's [start, end) by partition, as Spark's Kafka source caps them
+    limit = 4
+    by_offsets = 0  # micro-batches of Spark's Kafka source, which caps offsets, not records
     start = {tp: 0 for tp in ends}
     while start != ends:
-        end = rate_limit(limit, start, ends)
-        planned.append((start, end))
-        start = end
+        start = rate_limit(limit, start, ends)
+        by_offsets += 1
+    planned = []  # each micro-batch's [start, end) by partition, as this source caps them
+    reader = _reader(data, subscribe="c")
+    begin = reader.initialOffset()
+    while (end := reader.latestOffset(begin, ReadMaxRows(limit))) != begin:
+        planned.append((offsets_from_json(begin), offsets_from_json(end)))
+        begin = end
+    assert len(planned) < by_offsets
 
     columns: set[str] = set()
     options = {"subscribe": "c", "maxOffsetsPerTrigger": str(limit), "includeHeaders": "true"}
@@ -148,7 +162,7 @@ def test_max_offsets_per_trigger_splits_a_compacted_backlog(spark: Any, tmp_path
     assert len(batches) == len(planned) > 4
     for batch_id, (lo, hi) in enumerate(planned):
         assert all(lo[("c", p)] <= o < hi[("c", p)] for _, p, o, _ in batches[batch_id])
-        assert sum(hi.values()) - sum(lo.values()) <= limit
+        assert 0 < len(batches[batch_id]) <= limit  # records, not offsets
     assert sorted(r for rows in batches.values() for r in rows) == expected
 
 

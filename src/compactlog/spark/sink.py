@@ -92,6 +92,7 @@ from compactlog.errors import (
     UnknownTopicOrPartitionError,
 )
 from compactlog.records import RECORD_BATCH_OVERHEAD, Compression, build_batch
+from compactlog.spark._options import plain_errors
 from compactlog.spark._staging import (
     Journal,
     PendingCommit,
@@ -588,9 +589,11 @@ class LogWriter(DataSourceArrowWriter):
         check_sink_schema(schema)
         self.options = SinkOptions.parse(options, schema)
 
+    @plain_errors
     def write(self, iterator: Iterator[Any]) -> StagedRows:
         return stage_task(self.options, iterator)
 
+    @plain_errors
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         opts = self.options
         commit_staged(
@@ -602,6 +605,7 @@ class LogWriter(DataSourceArrowWriter):
             opts.compression,
         )
 
+    @plain_errors
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         abort_staged(self.options.data_dir, messages)
 
@@ -633,9 +637,11 @@ class LogStreamWriter(DataSourceStreamArrowWriter):
             )
         self.sink_id = sink_id
 
+    @plain_errors
     def write(self, iterator: Iterator[Any]) -> StagedRows:
         return stage_task(self.options, iterator)
 
+    @plain_errors
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         opts = self.options
         commit_staged(
@@ -647,5 +653,6 @@ class LogStreamWriter(DataSourceStreamArrowWriter):
             opts.compression,
         )
 
+    @plain_errors
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         abort_staged(self.options.data_dir, messages)

@@ -15,10 +15,17 @@ differences, as Spark's Kafka source has them:
 * ``startingOffsets`` (``earliest``) also takes ``latest``; it applies only when a query starts
   without a checkpoint. Partitions and topics that appear later (``subscribePattern``, or a topic
   created after the start) are read from their earliest offset.
-* ``endingOffsets`` is refused: a stream has no end.
-* ``maxOffsetsPerTrigger`` (no cap): at most this many offsets per micro-batch, split over the
-  partitions in proportion to their backlog (a partition with a backlog gets at least one). A
-  compacted range holds fewer records than offsets. ``trigger(availableNow=True)`` honours it.
+* ``endingOffsets``, ``endingTimestamp`` and ``endingOffsetsByTimestamp`` are refused: a stream
+  has no end. So are ``minPartitions`` and ``maxRecordsPerPartition`` (a micro-batch is split
+  by ``maxBytesPerSplit``).
+* ``maxOffsetsPerTrigger`` (no cap): at most about this many **records** per micro-batch. It is
+  shared over the partitions as Spark's Kafka source shares it (``rate_limit``: in proportion
+  to each one's backlog of offsets, at least one each), but each partition's share is then
+  counted in records (:func:`advance_records`), not offsets. Spark's Kafka source counts offsets,
+  so over a compacted backlog (58 records left in 2,000 offsets) it runs one micro-batch per
+  ``maxOffsetsPerTrigger`` offsets (100 at 20), nearly all of them empty, each paying Spark's
+  planning and checkpoint commit; this source runs 3. On a log without gaps the two agree.
+  ``trigger(availableNow=True)`` honours it.
 * ``failOnDataLoss`` (``true``) also covers what a stream can lose between micro-batches: offsets
   deleted (by retention or DeleteRecords) before they were read, a partition that disappeared
   (its topic deleted) or went back (deleted and re-created), a new partition whose log no longer
@@ -40,7 +47,9 @@ the store open may be appending meanwhile, and a torn batch at the tail ends the
 over the last segment's batch headers resumes where the previous call stopped (segments only
 grow), so polling a quiet stream costs directory listings and a ``stat`` per segment. The log
 end offsets seen are the latest offsets; the end of the micro-batch is those, capped by the
-``availableNow`` target (the log ends when the query started) and by ``maxOffsetsPerTrigger``.
+``availableNow`` target (the log ends when the query started) and by ``maxOffsetsPerTrigger``
+(a walk over the batch headers from the start, counting records, for each partition whose
+share is smaller than its backlog).
 
 ``partitions(start, end)`` turns each partition's ``[start, end)`` into the batch planner's
 byte ranges (:func:`~compactlog.spark.source.segment_splits`), each tagged with the segment
@@ -79,24 +88,37 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from compactlog.errors import CompactlogError, ConfigError, SparkSourceError
+from compactlog.errors import CompactlogError, SparkSourceError
+from compactlog.records import CONTROL_FLAG_MASK
+from compactlog.spark._options import (
+    STREAM_READ,
+    check_options,
+    plain_error_generator,
+    plain_errors,
+)
 from compactlog.spark.source import (
     DEFAULT_SPLIT_BYTES,
     EARLIEST,
     LATEST,
+    LogBounds,
     PartitionRange,
     SegmentSplit,
+    _file_batches,
     _flag,
     _int_option,
     _log_end_offset,
     _log_start_offsets,
-    _offsets_json,
     _partition_dirs,
     _required_path,
     _selected_topics,
     _walk_batches,
+    assigned_partitions,
+    offset_spec,
     read_split,
     segment_splits,
+    select_partitions,
+    timestamp_offsets,
+    timestamp_strategy,
 )
 from compactlog.storage.segment import LOG_SUFFIX, SWAP_RANGE_SUFFIX, SWAP_SUFFIX
 
@@ -118,35 +140,38 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("compactlog")``: see the module docstring."""
 
     def __init__(self, options: dict[str, str], headers: bool) -> None:
-        if "endingoffsets" in options:
-            raise ConfigError(
-                "option endingOffsets is not valid for a streaming read (a stream has no end)"
-            )
+        check_options(options, STREAM_READ, "a streaming read")
         self.options = options
         self.headers = headers
         self.path = _required_path(options)
-        _selected_topics(set(), options)  # subscribe/subscribePattern errors, now
-        self.starting = _offsets_json(options, "startingOffsets")
+        _selected_topics(set(), options)  # assign/subscribe/subscribePattern errors, now
+        assigned_partitions(options)
+        self.starting = offset_spec(options, "starting")
+        self.strategy = timestamp_strategy(options)
         self.fail_on_data_loss = _flag(options, "failOnDataLoss", True)
         self.split_bytes = _int_option(options, "maxBytesPerSplit", DEFAULT_SPLIT_BYTES, 1)
         self.max_offsets: int | None = None
         if "maxoffsetspertrigger" in options:
             self.max_offsets = _int_option(options, "maxOffsetsPerTrigger", 0, 1)
         self._tails: dict[str, _Tail] = {}
+        self._cursors: dict[str, RecordCursor] = {}
         self._target: Offsets | None = None
         self._latest: Offsets | None = None
 
     # --- offsets (the driver) ----------------------------------------------------------------
 
+    @plain_errors
     def initialOffset(self) -> dict[str, Any]:  # noqa: N802 - Spark's names
-        bounds = self._bounds()
-        if not isinstance(self.starting, dict):
-            latest = self.starting == "latest"
+        bounds = self._bounds(check_assigned=True)
+        if self.starting.kind == "timestamp":
+            offsets = timestamp_offsets(self.starting, bounds, strategy=self.strategy)
+        elif self.starting.kind != "offsets":
+            latest = self.starting.kind == "latest"
             offsets = {tp: b.log_end if latest else b.log_start for tp, b in bounds.items()}
         else:
             offsets = {}
             for (topic, partition), b in bounds.items():
-                wanted = self.starting.get((topic, partition), EARLIEST)
+                wanted = self.starting.per_partition.get((topic, partition), EARLIEST)
                 if wanted == EARLIEST:
                     wanted = b.log_start
                 elif wanted == LATEST:
@@ -159,6 +184,7 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 offsets[(topic, partition)] = min(max(wanted, b.log_start), b.log_end)
         return offsets_to_json(offsets)
 
+    @plain_errors
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
         self._target = {tp: b.log_end for tp, b in self._bounds().items()}
 
@@ -167,6 +193,7 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadAllAvailable()
         return ReadMaxRows(self.max_offsets)
 
+    @plain_errors
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:  # noqa: N802
         begin = offsets_from_json(start)
         bounds = self._bounds()
@@ -176,7 +203,17 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # A partition new since ``start`` starts at its log start, as partitions() reads it.
             new = {tp: b.log_start for tp, b in bounds.items() if tp not in begin}
             first = {tp: begin.get(tp, new.get(tp, end[tp])) for tp in end}
-            end = rate_limit(limit.max_rows, first, end)
+            shares = rate_limit(limit.max_rows, first, end)
+            # Each partition's share, counted in records from its start (a partition whose
+            # directory is gone keeps Spark's offset share: partitions() reports the loss).
+            end = {
+                tp: shares[tp]
+                if shares[tp] >= stop or tp not in bounds
+                else advance_records(
+                    bounds[tp].directory, first[tp], shares[tp] - first[tp], stop, self._cursors
+                )
+                for tp, stop in end.items()
+            }
         return offsets_to_json(end)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:  # noqa: N802
@@ -184,6 +221,7 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- planning (the driver) ---------------------------------------------------------------
 
+    @plain_errors
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin, stop = offsets_from_json(start), offsets_from_json(end)
         bounds = self._bounds()
@@ -234,14 +272,13 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             splits = [s for s in splits if s.first < s.stop]
         return splits
 
-    def _bounds(self) -> dict[TopicPartition, LogBounds]:
-        dirs = _partition_dirs(self.path)
-        topics = _selected_topics({t for t, _ in dirs}, self.options)
+    def _bounds(self, *, check_assigned: bool = False) -> dict[TopicPartition, LogBounds]:
+        dirs = select_partitions(
+            _partition_dirs(self.path), self.options, check_assigned=check_assigned
+        )
         log_starts = _log_start_offsets(self.path)
         bounds = {}
         for (topic, partition), directory in dirs.items():
-            if topic not in topics:
-                continue
             try:
                 logs = _stable_log_files(directory)
             except FileNotFoundError:
@@ -278,6 +315,7 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- reading (the executors) -------------------------------------------------------------
 
+    @plain_error_generator
     def read(self, partition: InputPartition) -> Iterator[Any]:
         split = partition
         assert isinstance(split, StreamSplit)
@@ -299,15 +337,6 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for again in self._plan_readable(part, 1 << 62)  # one split per segment
             for batch in self._read(again, attempts - 1)
         ]
-
-
-@dataclass(frozen=True)
-class LogBounds:
-    """A partition's directory and its log start and log end offsets, as the files show."""
-
-    directory: str
-    log_start: int
-    log_end: int
 
 
 @dataclass(frozen=True)
@@ -369,6 +398,131 @@ def rate_limit(limit: int, begin: Mapping[TopicPartition, int], end: Offsets) ->
         share = limit * (size / total)
         capped[tp] = min(end[tp], begin[tp] + (math.ceil(share) if share < 1 else int(share)))
     return capped
+
+
+@dataclass(frozen=True)
+class RecordCursor:
+    """Where :func:`advance_records` last stopped in a partition: the batch at ``position`` of
+    segment ``path`` (inode ``inode``), whose base offset is ``base_offset``. A later walk from
+    an offset at or after it starts there instead of at the segment's start."""
+
+    path: str
+    inode: int
+    position: int
+    base_offset: int
+
+
+def advance_records(
+    directory: str,
+    first: int,
+    count: int,
+    stop: int,
+    cursors: dict[str, RecordCursor] | None = None,
+) -> int:
+    """The end of a micro-batch that starts at ``first`` and holds ``count`` records (not
+    offsets) of the partition, or ``stop`` if fewer are left before it: the offset of the
+    record after the ``count``-th, so that ``[first, end)`` holds exactly ``count`` records.
+
+    Walks batch headers from the segment holding ``first`` (from ``cursors[directory]`` when
+    it is still valid: same file, same inode, at or before ``first``), counting each batch's
+    records from its header; only a batch the count ends in, or one cut by ``first`` or
+    ``stop``, is decoded for its offsets. Control batches hold no rows. A segment deleted during
+    the walk (the cleaner or retention) gives up and returns ``first + count``, Spark's own
+    offset count. Where the walk stops is left in ``cursors`` for the next call.
+    """
+    from compactlog.records import decode_columns  # noqa: PLC0415
+
+    remaining = count
+    cursor = (cursors or {}).pop(directory, None)
+    try:
+        listing = _stable_log_files(directory)
+        if cursor is not None and not _cursor_holds(cursor, listing, first):
+            cursor = None
+        segments = [(int(n[: -len(LOG_SUFFIX)]), os.path.join(directory, n)) for n in listing]
+        for i, (base, path) in enumerate(segments):
+            next_base = segments[i + 1][0] if i + 1 < len(segments) else None
+            if cursor is not None and base < int(os.path.basename(cursor.path)[:20]):
+                continue
+            if next_base is not None and next_base <= first:
+                continue
+            if base >= stop:
+                break
+            start = cursor.position if cursor is not None and cursor.path == path else 0
+            for batch in _file_batches(path, start, sealed=next_base is not None):
+                header = batch.header
+                if header.last_offset < first or header.attributes & CONTROL_FLAG_MASK:
+                    continue
+                here = RecordCursor(path, listing[os.path.basename(path)], batch.position, 0)
+                if header.base_offset >= stop:
+                    _remember(cursors, directory, here, header.base_offset)
+                    return stop
+                inside = header.base_offset >= first and header.last_offset < stop
+                if inside and header.records_count <= remaining:
+                    remaining -= header.records_count
+                    continue
+                offsets = decode_columns(bytes(batch.data), verify_crc=True).offsets
+                offsets = offsets[(offsets >= first) & (offsets < stop)]
+                if len(offsets) > remaining:
+                    _remember(cursors, directory, here, header.base_offset)
+                    return int(offsets[remaining])
+                remaining -= len(offsets)
+    except FileNotFoundError:
+        return min(stop, first + count)
+    return stop
+
+
+def _cursor_holds(cursor: RecordCursor, listing: dict[str, int], first: int) -> bool:
+    """Whether ``cursor`` still points at the batch it names: same file and inode, at or
+    before ``first``, and the bytes there start with its base offset (an inode number can be
+    reused by a later segment of the same name)."""
+    if cursor.base_offset > first or listing.get(os.path.basename(cursor.path)) != cursor.inode:
+        return False
+    with open(cursor.path, "rb") as f:
+        data = os.pread(f.fileno(), _BASE_OFFSET.size, cursor.position)
+    return len(data) == _BASE_OFFSET.size and _BASE_OFFSET.unpack(data)[0] == cursor.base_offset
+
+
+def _remember(
+    cursors: dict[str, RecordCursor] | None, directory: str, here: RecordCursor, base: int
+) -> None:
+    if cursors is not None:
+        cursors[directory] = replace(here, base_offset=base)
+
+
+class RefusedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A stream reader whose options were refused: every call raises that error, so that it
+    reaches the user alone (see :meth:`CompactlogDataSource.streamReader`)."""
+
+    def __init__(self, error: CompactlogError) -> None:
+        self.error = error
+
+    @plain_errors
+    def _refuse(self) -> Any:
+        raise self.error
+
+    def initialOffset(self) -> dict[str, Any]:  # noqa: N802 - Spark's names
+        return self._refuse()  # type: ignore[no-any-return]
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:  # noqa: N802
+        return self._refuse()  # type: ignore[no-any-return]
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+        self._refuse()
+
+    def getDefaultReadLimit(self) -> ReadLimit:  # noqa: N802
+        return self._refuse()  # type: ignore[no-any-return]
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        return self._refuse()  # type: ignore[no-any-return]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return self._refuse()  # type: ignore[no-any-return]
+
+    def commit(self, end: dict[str, Any]) -> None:
+        self._refuse()
+
+    def stop(self) -> None:
+        pass
 
 
 def plan_stream_splits(part: PartitionRange, split_bytes: int) -> tuple[list[StreamSplit], int]:

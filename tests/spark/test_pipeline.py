@@ -27,7 +27,7 @@ def test_the_main_job_runs_end_to_end_and_checks_its_result(spark: Any, tmp_path
     ]  # fmt: skip
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    for step in ("[1/5] generate", "[3/5] clean", "[5/5] report", "Log cleaner thread 0"):
+    for step in ("[1/5] generate", "[3/5] clean", "[5/5] report", "one-pass compaction cleaned"):
         assert step in result.output
     assert "OK: 2,850 live keys in the snapshot" in result.output  # 3000 keys, 5 % deleted
     assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -179,10 +179,11 @@ def _check_one_pass_output(result: CompactionResult, output: str) -> None:
         assert outcome.summary in output
     assert sum(f.survivors for f in result.one_pass.values()) == result.survivors
     phases = result.phases
-    job = output.splitlines()[-1]
-    assert job.startswith(f"entities: one-pass job in {result.elapsed_secs:.1f} s for ")
-    assert f"survivors {phases['survivors']:.1f} s (one Spark job over all 2 partition(s)" in job
-    assert f"rewrite {phases['rewrite']:.1f} s (2 task(s)" in job
+    job = output[output.index("entities: one-pass job") :]
+    assert job.startswith(f"entities: one-pass job in {result.elapsed_secs:.1f} s, ")
+    assert f"survivors: {phases['survivors']:.1f} s, one Spark job over all 2 partition(s)" in job
+    assert f"rewrite: {phases['rewrite']:.1f} s, 2 task(s)" in job
+    assert f"checkpoint: {phases['record']:.1f} s" in job
     # The phases are parts of the job's wall time.
     assert sum(phases.values()) <= result.elapsed_secs
 

@@ -32,6 +32,7 @@ from compactlog.errors import (
 from compactlog.spark._gaps import Piece, gaps_by_window, join_pieces
 from compactlog.spark._report_chart import chart_size
 from compactlog.spark.report import (
+    TABLE_WIDTH,
     OffsetGap,
     PartitionReport,
     partition_report,
@@ -404,4 +405,23 @@ def test_json_round_trip_and_table(run: Run, tmp_path: Path) -> None:
     # after it, and its time (ISO-8601 UTC).
     cells = row.split()
     assert cells[8:12] == ["65", "48", "1", "21"]
-    assert gap.next_offset == 48 and "2023-11-14T22:14:08" in row
+    assert gap.next_offset == 48 and cells[12] == "2023-11-14T22:14:08Z"
+
+    # The figures of a large partition (10 M records, 10 GB) fit the documented width, none cut.
+    big = dataclasses.replace(
+        run.after[0],
+        records=9_999_999,
+        bytes=9_999_999_999,
+        distinct_keys=9_999_999,
+        superseded=9_999_999,
+        tombstones=999_999,
+        first_dirty_offset=99_999_999,
+        last_gap=OffsetGap(90_000_000, 99_999_999, NOW, 9_999_999),
+    )
+    console = Console(record=True, width=TABLE_WIDTH)
+    console.print(render_table([big]))
+    row = next(line for line in console.export_text().splitlines() if "t-0" in line)
+    assert row.split()[1:] == [
+        "9,999,999", "9,999,999,999", "9,999,999", "9,999,999", "999,999", "0.000",
+        "0", "99,999,999", "99,999,999", "9,999,998", "9,999,999", "2023-11-14T22:13:20Z",
+    ]  # fmt: skip

@@ -420,6 +420,7 @@ def pipeline_command(
 
     from compactlog.spark._progress import progress_console  # noqa: PLC0415
     from compactlog.spark.pipeline import PipelineSpec, run  # noqa: PLC0415
+    from compactlog.spark.report import TABLE_WIDTH  # noqa: PLC0415
 
     spec = PipelineSpec(
         data_dir=os.path.abspath(path),
@@ -433,7 +434,7 @@ def pipeline_command(
         fresh=fresh,
     )
     console = Console()
-    console = Console(width=max(console.width, 132), highlight=False)
+    console = Console(width=max(console.width, TABLE_WIDTH), highlight=False)
     console.print(f"starting Spark ({master})")
     spark = session(master, driver_memory)
     run(spark, spec, console, progress_console(quiet))

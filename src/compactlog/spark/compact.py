@@ -184,8 +184,8 @@ def one_pass_summary(outcome: PartitionOutcome, figures: OnePassFigures) -> str:
     return (
         f"\n\tSpark one-pass compaction cleaned log {outcome.name} "
         f"(dirty section = [{outcome.first_dirty_offset}, {outcome.end_offset}])\n"
-        f"\tSurvivors: {figures.survivors:,} keys' latest records, found by the job's shuffle "
-        f"(no offset map: no buffer to fill, no limit on keys, one pass)\n"
+        f"\tSurvivors: {figures.survivors:,} keys' latest records, from the job's shuffle "
+        f"(no offset map: no buffer, no key limit)\n"
         f"\tRewritten {read_mb:,.1f} MB in {secs:.1f} seconds by its task "
         f"({_rate(read_mb, secs)} MB/sec)\n"
         f"\tStart size: {read_mb:,.1f} MB ({messages_read:,} messages)\n"
@@ -204,12 +204,14 @@ def one_pass_timings(result: CompactionResult) -> str:
     task_secs = sum(f.task_secs for f in result.one_pass.values())
     survivors, rewrite = phases.get("survivors", 0.0), phases.get("rewrite", 0.0)
     return (
-        f"{result.topic}: one-pass job in {result.elapsed_secs:.1f} s for {read_mb:,.1f} MB "
-        f"({_rate(read_mb, result.elapsed_secs)} MB/sec): plan {phases.get('plan', 0.0):.1f} s; "
-        f"survivors {survivors:.1f} s (one Spark job over all {tasks} partition(s), "
-        f"{_rate(read_mb, survivors)} MB/sec); rewrite {rewrite:.1f} s ({tasks} task(s), "
-        f"{task_secs:.1f} task-seconds, {_rate(read_mb, rewrite)} MB/sec); "
-        f"checkpoint {phases.get('record', 0.0):.1f} s"
+        f"{result.topic}: one-pass job in {result.elapsed_secs:.1f} s, {read_mb:,.1f} MB of dirty "
+        f"ranges ({_rate(read_mb, result.elapsed_secs)} MB/sec over the job)\n"
+        f"\tplan: {phases.get('plan', 0.0):.1f} s (recover the logs, compute the ranges)\n"
+        f"\tsurvivors: {survivors:.1f} s, one Spark job over all {tasks} partition(s) "
+        f"({_rate(read_mb, survivors)} MB/sec)\n"
+        f"\trewrite: {rewrite:.1f} s, {tasks} task(s) taking {task_secs:.1f} task-seconds "
+        f"({_rate(read_mb, rewrite)} MB/sec)\n"
+        f"\tcheckpoint: {phases.get('record', 0.0):.1f} s\n"
     )
 
 

@@ -416,7 +416,7 @@ def _aggregate(
 
 #: Table columns: header (on two lines where it is wider than its figures), right-justified.
 #: Columns a printed report needs (a console narrower than this is widened: no figure folds).
-TABLE_WIDTH = 132
+TABLE_WIDTH = 150
 _COLUMNS = (
     ("partition", False),
     ("records", True),
@@ -428,9 +428,9 @@ _COLUMNS = (
     ("passes", True),
     ("first\ndirty", True),
     ("last\ngap at", True),
-    ("missing\nbefore it", True),
-    ("records\nafter it", True),
-    ("time of the last gap", False),
+    ("offsets\nmissing", True),
+    ("records\nafter", True),
+    ("time of the\nlast gap", False),
 )
 
 
@@ -449,8 +449,14 @@ def _cells(r: PartitionReport) -> list[str]:
         "-" if gap is None else f"{gap.next_offset:,}",
         "-" if gap is None else f"{gap.missing:,}",
         "-" if gap is None else f"{gap.records_after:,}",
-        "-" if gap is None else format_ms(gap.timestamp_ms),
+        "-" if gap is None else _seconds(gap.timestamp_ms),
     ]
+
+
+def _seconds(ms: int) -> str:
+    """ISO-8601 UTC to the second, as seed 000's script prints the time (it drops the ms)."""
+    text = format_ms(ms)
+    return text[:19] + "Z" if text.endswith("Z") else text
 
 
 def render_table(reports: Sequence[PartitionReport], title: str | None = None) -> Any:

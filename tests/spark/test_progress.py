@@ -65,6 +65,19 @@ def test_a_phase_draws_its_tasks_while_the_job_runs(spark: Any) -> None:
     sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
 
+def test_a_stage_two_jobs_share_counts_once(spark: Any) -> None:
+    """The second job reuses the first one's shuffle: its map stage is skipped, and named by
+    both jobs; the bar counts the 4 map tasks, 2 reduce tasks and 2 more reduce tasks once."""
+    console, out = _terminal()
+    sc = spark.sparkContext
+    with SparkProgress(spark, console, poll_secs=0.05).phase("shuffle"):
+        sums = sc.parallelize(range(100), 4).map(lambda x: (x % 3, 1)).reduceByKey(int.__add__, 2)
+        assert sums.count() == 3
+        assert sorted(sums.collect()) == [(0, 34), (1, 33), (2, 33)]
+    assert re.search(r"shuffle .*8/8 tasks", _plain(out.getvalue()).splitlines()[-1])
+    sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+
 def test_the_report_step_is_not_silent(spark: Any, tmp_path: Path) -> None:
     with open_managed(tmp_path) as store:
         store.create_topic("t", 2, {"cleanup.policy": "compact"})

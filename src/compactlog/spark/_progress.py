@@ -112,8 +112,14 @@ class SparkProgress:
 
 
 def _tasks(tracker: Any, group: str) -> tuple[int, int, str]:
-    """Tasks done and known of the group's jobs, and where the work is (job and stage)."""
-    done = total = 0
+    """Tasks done and known of the group's jobs, and where the work is (job and stage).
+
+    A stage counts once, however many of the group's jobs name it (a job that reuses an
+    earlier job's shuffle names its stage again). A stage Spark skips never starts: in a
+    finished job, only the tasks that ran count; in a running one, a stage that has not started
+    while a stage created after it has (a child runs only after its parents) is a skipped one
+    and does not count either."""
+    counted: dict[int, tuple[int, int]] = {}  # stage id: tasks done, tasks known
     where = "waiting for Spark"
     for job_id in sorted(tracker.getJobIdsForGroup(group)):
         job = tracker.getJobInfo(job_id)
@@ -121,13 +127,21 @@ def _tasks(tracker: Any, group: str) -> tuple[int, int, str]:
             continue
         running = job.status == "RUNNING"
         where = f"job {job_id}" if running else f"job {job_id} {job.status.lower()}"
-        for stage_id in job.stageIds:
-            stage = tracker.getStageInfo(stage_id)
-            if stage is None:
-                continue
-            done += stage.numCompletedTasks
-            # A finished job's skipped stages never ran: count what ran.
-            total += stage.numTasks if running else stage.numCompletedTasks
-            if stage.numActiveTasks:
-                where = f"job {job_id}, stage {stage_id}"
+        stages = [(sid, tracker.getStageInfo(sid)) for sid in job.stageIds]
+        stages = [(sid, info) for sid, info in stages if info is not None]
+        begun = [
+            sid
+            for sid, info in stages
+            if info.numActiveTasks or info.numCompletedTasks or info.numFailedTasks
+        ]
+        latest_begun = max(begun, default=-1)
+        for sid, info in stages:
+            if running and (sid in begun or sid > latest_begun):
+                counted[sid] = (info.numCompletedTasks, info.numTasks)
+            elif sid not in counted:
+                counted[sid] = (info.numCompletedTasks, info.numCompletedTasks)
+            if info.numActiveTasks:
+                where = f"job {job_id}, stage {sid}"
+    done = sum(d for d, _ in counted.values())
+    total = sum(t for _, t in counted.values())
     return done, total, where

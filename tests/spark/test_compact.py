@@ -15,8 +15,9 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 import compactlog
+from compactlog.cleaner.stats import MB
 from compactlog.errors import PolicyViolationError, StorageError
-from compactlog.spark.compact import compact
+from compactlog.spark.compact import CompactionResult, compact
 from tests.conftest import ManualClock
 from tests.managed import manager_of, open_managed
 
@@ -135,10 +136,18 @@ def test_one_pass_mode_cleans_in_one_job_what_kafka_cleans_in_several_rounds(
             if ends == [120_000, 120_000]:
                 break
     assert passes >= 2
+    lines: list[str] = []
     result = compact(
-        spark, one_pass, "entities", mode="one-pass", now=NOW, broker_config=SMALL_BUFFER
+        spark,
+        one_pass,
+        "entities",
+        mode="one-pass",
+        now=NOW,
+        broker_config=SMALL_BUFFER,
+        progress=lines.append,
     )
     assert not result.failed
+    _check_one_pass_output(result, "\n".join(lines))
     assert [o.end_offset for o in result.outcomes] == [120_000, 120_000]
     assert result.survivors == 120_000  # every key's latest record (tombstones included)
     after = _records(one_pass)
@@ -153,6 +162,30 @@ def test_one_pass_mode_cleans_in_one_job_what_kafka_cleans_in_several_rounds(
             ("entities", 0): 120_000,
             ("entities", 1): 120_000,
         }
+
+
+def _check_one_pass_output(result: CompactionResult, output: str) -> None:
+    """The printed figures are the job's own: no offset map figures (there is no map), each
+    partition's rewrite time is its task's, the job line's phases are the measured ones."""
+    for untrue in ("Indexed", "Buffer utilization", "NaN", "Infinity", "Log cleaner thread"):
+        assert untrue not in output
+    for outcome in result.outcomes:
+        figures = result.one_pass[outcome.partition]
+        assert 0 < figures.task_secs <= result.phases["rewrite"]
+        mb = outcome.stats["bytes_read"] / MB
+        assert f"Spark one-pass compaction cleaned log {outcome.name} " in outcome.summary
+        assert f"Survivors: {figures.survivors:,} keys' latest records" in outcome.summary
+        assert f"Rewritten {mb:,.1f} MB in {figures.task_secs:.1f} seconds" in outcome.summary
+        assert outcome.summary in output
+    assert sum(f.survivors for f in result.one_pass.values()) == result.survivors
+    phases = result.phases
+    job = output[output.index("entities: one-pass job") :]
+    assert job.startswith(f"entities: one-pass job in {result.elapsed_secs:.1f} s, ")
+    assert f"survivors: {phases['survivors']:.1f} s, one Spark job over all 2 partition(s)" in job
+    assert f"rewrite: {phases['rewrite']:.1f} s, 2 task(s)" in job
+    assert f"checkpoint: {phases['record']:.1f} s" in job
+    # The phases are parts of the job's wall time.
+    assert sum(phases.values()) <= result.elapsed_secs
 
 
 def test_tombstones_go_at_the_second_cleaning_after_their_horizon(

@@ -27,7 +27,7 @@ def test_the_main_job_runs_end_to_end_and_checks_its_result(spark: Any, tmp_path
     ]  # fmt: skip
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    for step in ("[1/5] generate", "[3/5] clean", "[5/5] report", "Log cleaner thread 0"):
+    for step in ("[1/5] generate", "[3/5] clean", "[5/5] report", "one-pass compaction cleaned"):
         assert step in result.output
     assert "OK: 2,850 live keys in the snapshot" in result.output  # 3000 keys, 5 % deleted
     assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -40,7 +40,10 @@ def test_the_main_job_runs_end_to_end_and_checks_its_result(spark: Any, tmp_path
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 2
     assert "is not empty" in again.output and "--fresh" in again.output
-    assert CliRunner().invoke(main, [*args, "--fresh"]).exit_code == 0
+    # CliRunner's streams are no terminal: no progress bars, as with --quiet.
+    fresh = CliRunner().invoke(main, [*args, "--fresh", "--quiet"])
+    assert fresh.exit_code == 0
+    assert fresh.stderr == "" and "tasks/s" not in fresh.output
 
 
 def test_the_pipeline_never_removes_a_directory_it_did_not_make(tmp_path: Path) -> None:

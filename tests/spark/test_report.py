@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import itertools
 import json
 import math
 import os
@@ -33,6 +32,7 @@ from compactlog.errors import (
 from compactlog.spark._gaps import Piece, gaps_by_window, join_pieces
 from compactlog.spark._report_chart import chart_size
 from compactlog.spark.report import (
+    TABLE_WIDTH,
     OffsetGap,
     PartitionReport,
     partition_report,
@@ -118,13 +118,16 @@ def _checkpoint(path: Path, name: str) -> dict[tuple[str, int], int]:
     return entries
 
 
-def _largest_gap(records: list[Any]) -> OffsetGap | None:
-    best: OffsetGap | None = None
-    for before, after in itertools.pairwise(records):
-        jump = after.offset - before.offset
-        if jump > 1 and (best is None or jump > best.missing + 1):
-            best = OffsetGap(before.offset, after.offset, after.timestamp)
-    return best
+def _last_gap(records: list[Any], start: int) -> OffsetGap | None:
+    """Seed 000's definition, record by record: the last record whose offset is not the one
+    after the previous record's (the log start offset - 1 before the first record)."""
+    gap: OffsetGap | None = None
+    previous = start - 1
+    for i, r in enumerate(records):
+        if r.offset > previous + 1:
+            gap = OffsetGap(previous, r.offset, r.timestamp, len(records) - i - 1)
+        previous = r.offset
+    return gap
 
 
 def _expected(
@@ -175,7 +178,7 @@ def _expected(
         dirty_keys=len(set(dirty)),
         keys_per_pass=keys_per_pass,
         passes_needed=passes,
-        largest_gap=_largest_gap(records),
+        last_gap=_last_gap(records, start),
     )
 
 
@@ -258,7 +261,7 @@ def test_every_figure_equals_an_independent_computation(run: Run) -> None:
     )
     assert events.superseded == 80 - 8
     t0 = run.before[1]
-    assert t0.superseded == 29 + 5 and t0.tombstones == 2 and t0.largest_gap is None
+    assert t0.superseded == 29 + 5 and t0.tombstones == 2 and t0.last_gap is None
     assert t0.first_dirty_offset == 0 and t0.dirty_ratio == 1.0  # never cleaned: all dirty
 
 
@@ -273,20 +276,22 @@ def test_cleaning_drops_superseded_and_dirty_ratio_and_leaves_the_gap(run: Run) 
         assert after.dirty_ratio == 0.0 < old.dirty_ratio
         assert after.first_dirty_offset == after.first_uncleanable_offset > 0
         assert after.bytes < old.bytes
-        # a0..a2 and the run of ``hot`` went: the jump from a9 (offset 9) to the last ``hot``.
-        last_hot = 9 + _hot_run(p)
-        assert after.largest_gap == OffsetGap(9, last_hot, NOW + 1000 * last_hot)
-        assert after.largest_gap.missing == _hot_run(p) - 1
+        # The last record that went is b7 (its tombstone came later): the last gap is from b6
+        # to b8, with b8's time, and the rest of the partition after it.
+        b8 = 10 + _hot_run(p) + 8
+        assert after.last_gap == OffsetGap(
+            b8 - 2, b8, NOW + 1000 * b8, after.log_end_offset - 1 - b8
+        )
+        assert after.last_gap.missing == 1
 
 
-def test_a_gap_across_segments_is_joined_from_two_tasks(data: Path, run: Run) -> None:
-    """The source reads each segment in its own task: the gap above spans two segments, so the
-    two tasks' pieces were joined on the driver."""
+def test_the_last_gap_is_joined_from_several_tasks(data: Path, run: Run) -> None:
+    """The source reads each segment in its own task: the pieces of several tasks were joined on
+    the driver, the last gap inside a piece after the gaps of earlier ones (a0..a3, ``hot``)."""
     for after in run.after:
-        bases = [int(f.name[:20]) for f in (data / after.name).glob("*.log")]
-        gap = after.largest_gap
-        assert gap is not None
-        assert any(gap.previous_offset < base <= gap.next_offset for base in bases)
+        assert len(list((data / after.name).glob("*.log"))) > 1
+        gap = after.last_gap
+        assert gap is not None and gap.next_offset > 10 + _hot_run(after.partition)
 
 
 def test_passes_needed_with_a_tiny_dedupe_buffer(run: Run) -> None:
@@ -308,24 +313,38 @@ def test_the_window_fallback_finds_the_same_gaps(spark: Any, data: Path, run: Ru
         .load(str(data))
         .select("topic", "partition", "offset", "timestamp")
     )
-    expected = {(r.topic, r.partition): r.largest_gap for r in run.after}
-    found = gaps_by_window(rows)
+    expected = {(r.topic, r.partition): r.last_gap for r in run.after}
+    found = gaps_by_window(rows, {tp: 0 for tp in expected})
     assert {tp: found.get(tp) for tp in expected} == expected
+    # The gap before the first record counts, from the log start offset.
+    first = spark.createDataFrame(
+        [("t", 0, 5, 9, 0)], "topic STRING, partition INT, offset BIGINT, o2 BIGINT, ms BIGINT"
+    ).selectExpr("topic", "partition", "offset", "timestamp_millis(ms) AS timestamp")
+    assert gaps_by_window(first, {("t", 0): 2}) == {("t", 0): OffsetGap(1, 5, 0, 0)}
+    assert gaps_by_window(first, {("t", 0): 5}) == {}
 
 
 def test_pieces_join_in_offset_order() -> None:
-    def piece(first: int, last: int, jump: int = 1, prev: int = -1) -> Piece:
-        return Piece("t", 0, first, first * 10, last, True, jump, prev, prev + jump, -1)
+    def piece(first: int, last: int, gap_previous: int = -1, gap_next: int = -1) -> Piece:
+        ms = gap_next * 10 if gap_next >= 0 else -1
+        return Piece("t", 0, first, first * 10, last, True, gap_previous, gap_next, ms)
 
-    # Read by three tasks, in any order: the largest jump is between two of them.
-    pieces = [piece(20, 30, 3, 24), piece(0, 10, 2, 4), piece(16, 18)]
-    assert join_pieces(pieces) == {("t", 0): OffsetGap(10, 16, 160)}
-    # Equal jumps: the first in offset order wins, inside a piece or between two.
-    assert join_pieces([piece(0, 10, 6, 2), piece(16, 18)]) == {("t", 0): OffsetGap(2, 8, -1)}
-    assert join_pieces([piece(0, 10)]) == {("t", 0): None}
+    starts = {("t", 0): 0}
+    # Read by three tasks, in any order: the last gap is inside the last piece ...
+    pieces = [piece(20, 30, 21, 24), piece(0, 10, 2, 4), piece(16, 18)]
+    assert join_pieces(pieces, starts) == {("t", 0): OffsetGap(21, 24, 240, 6)}
+    # ... or between two pieces, however large the earlier gaps were.
+    pieces = [piece(0, 10, 2, 9), piece(12, 18)]
+    assert join_pieces(pieces, starts) == {("t", 0): OffsetGap(10, 12, 120, 6)}
+    assert join_pieces([piece(0, 10), piece(11, 18)], starts) == {("t", 0): None}
+    # The gap before the first record, from the log start offset (0 when not given).
+    assert join_pieces([piece(3, 10)], starts) == {("t", 0): OffsetGap(-1, 3, 30, 7)}
+    assert join_pieces([piece(3, 10)], {}) == {("t", 0): OffsetGap(-1, 3, 30, 7)}
+    assert join_pieces([piece(3, 10)], {("t", 0): 3}) == {("t", 0): None}
+    assert join_pieces([piece(5, 10)], {("t", 0): 3}) == {("t", 0): OffsetGap(2, 5, 50, 5)}
     # Overlapping or unordered pieces cannot be joined: the window decides.
-    assert join_pieces([piece(0, 10), piece(5, 18)]) is None
-    assert join_pieces([dataclasses.replace(piece(0, 10), ordered=False)]) is None
+    assert join_pieces([piece(0, 10), piece(5, 18)], starts) is None
+    assert join_pieces([dataclasses.replace(piece(0, 10), ordered=False)], starts) is None
 
 
 def test_unknown_topic_and_missing_directory(spark: Any, data: Path, tmp_path: Path) -> None:
@@ -364,15 +383,45 @@ def test_json_round_trip_and_table(run: Run, tmp_path: Path) -> None:
     write_json(run.before, path)
     assert read_json(path) == run.before
     doc = json.loads(path.read_text())
-    assert doc["version"] == 1 and doc["partitions"][1]["largest_gap"] is None
+    assert doc["version"] == 2 and doc["partitions"][1]["last_gap"] is None
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(ReportFileError, match="not a compactlog report"):
         read_json(tmp_path / "bad.json")
+    # A version 1 report (the largest gap, another figure) still reads, without its gap.
+    for entry in doc["partitions"]:
+        entry["largest_gap"] = entry.pop("last_gap")
+    (tmp_path / "v1.json").write_text(json.dumps({**doc, "version": 1}))
+    assert read_json(tmp_path / "v1.json") == [
+        dataclasses.replace(r, last_gap=None) for r in run.before
+    ]
 
     console = Console(record=True, width=220)
     console.print(render_table(run.after, "after"))
     text = console.export_text()
-    gap = run.after[0].largest_gap
+    gap = run.after[0].last_gap
     assert gap is not None
-    assert "t-2" in text and f"9 → {gap.next_offset}" in text
-    assert "2023-11-14T22:13:" in text  # the timestamp after the gap, ISO-8601 UTC
+    row = next(line for line in text.splitlines() if line.strip().startswith("t-0"))
+    # The cleaner's first dirty offset, then the last gap: where, how many missing, records
+    # after it, and its time (ISO-8601 UTC).
+    cells = row.split()
+    assert cells[8:12] == ["65", "48", "1", "21"]
+    assert gap.next_offset == 48 and cells[12] == "2023-11-14T22:14:08Z"
+
+    # The figures of a large partition (10 M records, 10 GB) fit the documented width, none cut.
+    big = dataclasses.replace(
+        run.after[0],
+        records=9_999_999,
+        bytes=9_999_999_999,
+        distinct_keys=9_999_999,
+        superseded=9_999_999,
+        tombstones=999_999,
+        first_dirty_offset=99_999_999,
+        last_gap=OffsetGap(90_000_000, 99_999_999, NOW, 9_999_999),
+    )
+    console = Console(record=True, width=TABLE_WIDTH)
+    console.print(render_table([big]))
+    row = next(line for line in console.export_text().splitlines() if "t-0" in line)
+    assert row.split()[1:] == [
+        "9,999,999", "9,999,999,999", "9,999,999", "9,999,999", "999,999", "0.000",
+        "0", "99,999,999", "99,999,999", "9,999,998", "9,999,999", "2023-11-14T22:13:20Z",
+    ]  # fmt: skip

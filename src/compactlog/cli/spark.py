@@ -63,6 +63,18 @@ MASTER = click.option(
 DRIVER_MEMORY = click.option(
     "--driver-memory", default="2g", show_default=True, help="spark.driver.memory."
 )
+QUIET = click.option(
+    "--quiet",
+    is_flag=True,
+    help="No progress bars (they are drawn on standard error, and only on a terminal).",
+)
+
+
+def _progress(spark: Any, quiet: bool) -> Any:
+    """Progress bars of the command's Spark tasks (none with --quiet or off a terminal)."""
+    from compactlog.spark._progress import SparkProgress, progress_console  # noqa: PLC0415
+
+    return SparkProgress(spark, progress_console(quiet))
 
 
 @click.group("spark")
@@ -104,6 +116,7 @@ def spark_group() -> None:
 @click.option("--now", type=int, help=NOW_HELP)
 @MASTER
 @DRIVER_MEMORY
+@QUIET
 @click.pass_context
 def compact_command(
     ctx: click.Context,
@@ -114,6 +127,7 @@ def compact_command(
     now: int | None,
     master: str,
     driver_memory: str,
+    quiet: bool,
 ) -> int:
     """Clean TOPIC's partitions on Spark, printing the cleaner's summary lines.
 
@@ -133,16 +147,17 @@ def compact_command(
     spark = session(master, driver_memory)
     from compactlog.spark.compact import compact  # noqa: PLC0415
 
-    result = compact(
-        spark,
-        path,
-        topic,
-        mode=mode,
-        partitions=list(partitions) or None,
-        now=now,
-        broker_config=broker,
-        progress=_echo,
-    )
+    with _progress(spark, quiet).phase(f"compact {topic}"):
+        result = compact(
+            spark,
+            path,
+            topic,
+            mode=mode,
+            partitions=list(partitions) or None,
+            now=now,
+            broker_config=broker,
+            progress=_echo,
+        )
     click.echo(
         f"{topic}: {len(result.cleaned)} partition(s) cleaned, {len(result.failed)} failed, "
         f"in {result.elapsed_secs:.1f} s"
@@ -221,6 +236,7 @@ def snapshot_command(
 )
 @MASTER
 @DRIVER_MEMORY
+@QUIET
 @click.pass_context
 def report_command(
     ctx: click.Context,
@@ -231,10 +247,13 @@ def report_command(
     dedupe_buffer_size: int | None,
     master: str,
     driver_memory: str,
+    quiet: bool,
 ) -> None:
     """Per partition of TOPIC (default: every topic): records, bytes, distinct keys,
-    superseded records, tombstones, dirty ratio, the cleaner passes a dedupe buffer needs, and
-    the largest offset gap with its time. Reads the files without opening the store.
+    superseded records, tombstones, dirty ratio, the cleaner passes a dedupe buffer needs, the
+    cleaner's first dirty offset and, beside it, the last offset gap (seed 000's "last
+    compaction") with its time and the records after it. Reads the files without opening the
+    store.
 
     \b
     Example:
@@ -255,7 +274,8 @@ def report_command(
     )
 
     earlier = read_json(before) if before else None
-    reports = partition_report(spark, path, topic, dedupe_buffer_size=dedupe_buffer_size)
+    with _progress(spark, quiet).phase(f"report {topic or path}"):
+        reports = partition_report(spark, path, topic, dedupe_buffer_size=dedupe_buffer_size)
     print_report(reports, title=f"compaction report of {topic or path}")
     if json_path:
         write_json(reports, json_path)
@@ -367,6 +387,7 @@ def workload_command(
 @click.option("--fresh", is_flag=True, help="Remove the directories of an earlier run first.")
 @MASTER
 @DRIVER_MEMORY
+@QUIET
 @click.pass_context
 def pipeline_command(
     ctx: click.Context,
@@ -380,10 +401,12 @@ def pipeline_command(
     fresh: bool,
     master: str,
     driver_memory: str,
+    quiet: bool,
 ) -> None:
     """The main job, end to end: generate an entity topic and republish it, clean it on Spark
     (the cleaner's summary lines shown), snapshot it as Parquet, report it before and after
-    with a chart, and check the result. The data directory must be new (or --fresh).
+    with a chart, and check the result. The data directory must be new (or --fresh). On a
+    terminal, each step draws a progress bar of its Spark tasks on standard error (--quiet: none).
 
     \b
     Example:
@@ -395,7 +418,9 @@ def pipeline_command(
     path = state(ctx).require_data_dir()
     from rich.console import Console  # noqa: PLC0415
 
+    from compactlog.spark._progress import progress_console  # noqa: PLC0415
     from compactlog.spark.pipeline import PipelineSpec, run  # noqa: PLC0415
+    from compactlog.spark.report import TABLE_WIDTH  # noqa: PLC0415
 
     spec = PipelineSpec(
         data_dir=os.path.abspath(path),
@@ -409,7 +434,7 @@ def pipeline_command(
         fresh=fresh,
     )
     console = Console()
-    console = Console(width=max(console.width, 132), highlight=False)
+    console = Console(width=max(console.width, TABLE_WIDTH), highlight=False)
     console.print(f"starting Spark ({master})")
     spark = session(master, driver_memory)
-    run(spark, spec, console)
+    run(spark, spec, console, progress_console(quiet))

@@ -35,8 +35,8 @@ class PartitionReport:
     dirty_keys: int
     keys_per_pass: int
     passes_needed: int
-    #: None: the offsets of the records are consecutive (fewer than two records, or no gap).
-    largest_gap: OffsetGap | None = field(default=None)
+    #: None: the records' offsets are consecutive from the log start offset (or no records).
+    last_gap: OffsetGap | None = field(default=None)
 
     @property
     def name(self) -> str:

@@ -16,6 +16,16 @@ Two modes:
   horizons and crash-safe swap (:class:`~compactlog.cleaner.offline.SurvivorMap`). A partition
   that Kafka's 128 MiB buffer would clean in N passes is clean after one.
 
+What a one-pass job prints. Kafka's summary message describes a round that builds an offset
+map and then rewrites; a one-pass job has no such map and no such round, so instead of Kafka's
+lines (whose "Indexed 0.0 MB in 0.0 seconds" and "Buffer utilization: 0.0%" would be true of
+nothing) it prints, per partition, :func:`one_pass_summary`: the bytes and records of the dirty
+range, the survivors Spark found for it, the wall time of the partition's rewrite task, and the
+sizes before and after; and for the job, :func:`one_pass_timings`: each phase's wall time on the
+driver (planning, the survivors job over every partition at once, the rewrite job, the
+checkpoint update) and rates over the bytes each phase read. The survivors job is one shuffle for
+all partitions, so its time is the job's, never split by partition.
+
 Either way the job holds the data directory's lock from planning to the checkpoint update, so no
 store (a broker, the CLI, the in-process cleaner, the Spark sink's commit) opens the directory
 meanwhile, and the in-process cleaner and a job never clean the same partition at once. Tasks
@@ -47,12 +57,23 @@ from compactlog.cleaner.offline import (
     plan_partitions,
     record_cleaned,
 )
+from compactlog.cleaner.stats import MB
 from compactlog.errors import ConfigError, StorageError
 from compactlog.log_manager import LogManager
 from compactlog.storage.datadir import DataDirLock, PartitionJobs
 
 MODES = ("per-partition", "one-pass")
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class OnePassFigures:
+    """What one partition's part of a one-pass job measured."""
+
+    #: Keys whose latest record the survivors job found in the partition's range.
+    survivors: int
+    #: Wall time of the partition's rewrite task, from loading the log to closing it.
+    task_secs: float
 
 
 @dataclass
@@ -65,6 +86,8 @@ class CompactionResult:
     survivors: int | None = None  # one-pass: keys whose latest record the job kept
     elapsed_secs: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
+    #: one-pass: each cleaned partition's figures, by partition.
+    one_pass: dict[int, OnePassFigures] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[PartitionOutcome]:
@@ -112,12 +135,14 @@ def compact(
             f"cleaning them on Spark ({mode})"
         )
         survivors: int | None = None
+        figures: dict[int, OnePassFigures] = {}
         if not todo:
             outcomes = []
         elif mode == "per-partition":
             outcomes = _per_partition(spark, todo, phases)
         else:
-            outcomes, survivors = _one_pass(spark, path, topic, count, todo, phases, say)
+            outcomes, figures = _one_pass(spark, path, topic, count, todo, phases, say)
+            survivors = sum(f.survivors for f in figures.values())
         clean_at = time.monotonic()
         with LogManager.open(path, config=broker_config, dir_lock=lock) as logs:
             record_cleaned(logs.cleaner, outcomes)
@@ -133,13 +158,69 @@ def compact(
         survivors=survivors,
         elapsed_secs=time.monotonic() - started,
         phases=phases,
+        one_pass=figures,
     )
+    if mode == "one-pass":
+        for outcome in result.outcomes:
+            if outcome.partition in figures and outcome.summary:
+                outcome.summary = one_pass_summary(outcome, figures[outcome.partition])
     for outcome in result.outcomes:
         if outcome.summary:
             say(outcome.summary)
         if outcome.error:
             say(f"{outcome.name}: not cleaned: {outcome.error}")
+    if mode == "one-pass" and todo:
+        say(one_pass_timings(result))
     return result
+
+
+def one_pass_summary(outcome: PartitionOutcome, figures: OnePassFigures) -> str:
+    """One partition's lines after a one-pass job (it starts with a newline, as Kafka's
+    summary message does): what each figure means is in the module's docstring."""
+    stats = outcome.stats
+    read_mb, written_mb = stats["bytes_read"] / MB, stats["bytes_written"] / MB
+    messages_read, messages_written = int(stats["messages_read"]), int(stats["messages_written"])
+    secs = figures.task_secs
+    return (
+        f"\n\tSpark one-pass compaction cleaned log {outcome.name} "
+        f"(dirty section = [{outcome.first_dirty_offset}, {outcome.end_offset}])\n"
+        f"\tSurvivors: {figures.survivors:,} keys' latest records, from the job's shuffle "
+        f"(no offset map: no buffer, no key limit)\n"
+        f"\tRewritten {read_mb:,.1f} MB in {secs:.1f} seconds by its task "
+        f"({_rate(read_mb, secs)} MB/sec)\n"
+        f"\tStart size: {read_mb:,.1f} MB ({messages_read:,} messages)\n"
+        f"\tEnd size: {written_mb:,.1f} MB ({messages_written:,} messages)\n"
+        f"\t{_percent_less(written_mb, read_mb)} size reduction "
+        f"({_percent_less(messages_written, messages_read)} fewer messages)\n"
+    )
+
+
+def one_pass_timings(result: CompactionResult) -> str:
+    """The job's phases, wall time on the driver, and rates over the bytes of the dirty ranges
+    (which both Spark jobs read in full)."""
+    phases = result.phases
+    read_mb = sum(o.stats.get("bytes_read", 0.0) for o in result.cleaned) / MB
+    tasks = len(result.one_pass)
+    task_secs = sum(f.task_secs for f in result.one_pass.values())
+    survivors, rewrite = phases.get("survivors", 0.0), phases.get("rewrite", 0.0)
+    return (
+        f"{result.topic}: one-pass job in {result.elapsed_secs:.1f} s, {read_mb:,.1f} MB of dirty "
+        f"ranges ({_rate(read_mb, result.elapsed_secs)} MB/sec over the job)\n"
+        f"\tplan: {phases.get('plan', 0.0):.1f} s (recover the logs, compute the ranges)\n"
+        f"\tsurvivors: {survivors:.1f} s, one Spark job over all {tasks} partition(s) "
+        f"({_rate(read_mb, survivors)} MB/sec)\n"
+        f"\trewrite: {rewrite:.1f} s, {tasks} task(s) taking {task_secs:.1f} task-seconds "
+        f"({_rate(read_mb, rewrite)} MB/sec)\n"
+        f"\tcheckpoint: {phases.get('record', 0.0):.1f} s\n"
+    )
+
+
+def _rate(mb: float, secs: float) -> str:
+    return f"{mb / secs:,.1f}" if secs > 0 else "-"
+
+
+def _percent_less(after: float, before: float) -> str:
+    return f"{100 * (1 - after / before):.1f}%" if before else "-"
 
 
 def _per_partition(
@@ -165,7 +246,7 @@ def _one_pass(
     plans: list[PartitionPlan],
     phases: dict[str, float],
     say: Progress,
-) -> tuple[list[PartitionOutcome], int]:
+) -> tuple[list[PartitionOutcome], dict[int, OnePassFigures]]:
     from pyspark.sql import functions as F  # noqa: N812, PLC0415 - Spark's own idiom
 
     from compactlog.spark.source import log_reader  # noqa: PLC0415 - needs pyspark
@@ -191,23 +272,28 @@ def _one_pass(
     spark.sparkContext.setJobDescription(f"compactlog: latest offset per key of {topic}")
     latest.write.partitionBy("partition").parquet(survivors_dir)
     phases["survivors"] = time.monotonic() - started
-    say(f"{topic}: latest offset of every key computed in {phases['survivors']:.1f} s")
+    say(
+        f"{topic}: latest offset of every key computed in {phases['survivors']:.1f} s "
+        f"(one Spark job over {len(plans)} partition(s)); rewriting"
+    )
 
     rewrite_at = time.monotonic()
     sc = spark.sparkContext
     sc.setJobDescription(f"compactlog: rewrite {len(plans)} partition(s) of {topic}")
     jobs = [(plan, survivors_dir) for plan in plans]
-    results: list[tuple[PartitionOutcome, int]] = (
+    results: list[tuple[PartitionOutcome, OnePassFigures]] = (
         sc.parallelize(jobs, len(jobs)).map(_one_pass_task).collect()
     )
     phases["rewrite"] = time.monotonic() - rewrite_at
-    return [o for o, _ in results], sum(n for _, n in results)
+    return [o for o, _ in results], {o.partition: f for o, f in results}
 
 
-def _one_pass_task(job: tuple[PartitionPlan, str]) -> tuple[PartitionOutcome, int]:
+def _one_pass_task(job: tuple[PartitionPlan, str]) -> tuple[PartitionOutcome, OnePassFigures]:
     plan, survivors_dir = job
+    started = time.monotonic()
     survivors = read_survivors(survivors_dir, plan.partition)
-    return clean_partition(plan, survivors), len(survivors)
+    outcome = clean_partition(plan, survivors)
+    return outcome, OnePassFigures(len(survivors), time.monotonic() - started)
 
 
 def read_survivors(survivors_dir: str, partition: int) -> np.ndarray[Any, np.dtype[np.int64]]:

@@ -11,19 +11,22 @@
 then check the result (every superseded record gone, the snapshot holds exactly the live keys
 the workload left, no more) and say where the report, the chart and the snapshot are.
 ``compactlog --data-dir DIR spark pipeline --out OUT`` runs it; ``scripts/main.sh`` runs it on
-``demo-data``/``demo-out``.
+``demo-data``/``demo-out``. On a terminal, each step shows a progress bar of its Spark tasks on
+standard error while it runs (:mod:`._progress`; ``--quiet`` turns them off).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from compactlog.errors import ConfigError, PipelineError
+from compactlog.spark._progress import SparkProgress
 from compactlog.spark.compact import compact
 from compactlog.spark.report import (
     PartitionReport,
@@ -86,11 +89,14 @@ class PipelineResult:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def run(spark: Any, spec: PipelineSpec, console: Any) -> PipelineResult:
-    """Run the pipeline on ``spark``, telling ``console`` (a ``rich`` console) as it goes."""
+def run(
+    spark: Any, spec: PipelineSpec, console: Any, progress_console: Any = None
+) -> PipelineResult:
+    """Run the pipeline on ``spark``, telling ``console`` (a ``rich`` console) as it goes, with
+    progress bars of each step's Spark tasks on ``progress_console`` (None: no bars)."""
     workload = spec.workload()  # a bad spec fails here, before anything is touched
     _prepare_dirs(spec)
-    say = _Steps(console)
+    say = _Steps(console, SparkProgress(spark, progress_console))
     timings: dict[str, float] = {}
 
     with say.step("generate", f"publishing the {spec.topic} workload", timings):
@@ -197,28 +203,22 @@ def _prepare_dirs(spec: PipelineSpec) -> None:
 
 
 class _Steps:
-    def __init__(self, console: Any) -> None:
+    def __init__(self, console: Any, progress: SparkProgress) -> None:
         self.console = console
+        self.progress = progress
         self.number = 0
 
-    def step(self, name: str, title: str, timings: dict[str, float]) -> _Step:
+    @contextlib.contextmanager
+    def step(self, name: str, title: str, timings: dict[str, float]) -> Iterator[None]:
+        """A step: its rule, a progress bar of its Spark tasks while it runs, its time."""
         self.number += 1
-        return _Step(self.console, f"[{self.number}/{STEPS}] {name}: {title}", name, timings)
-
-
-class _Step:
-    def __init__(self, console: Any, title: str, name: str, timings: dict[str, float]) -> None:
-        self.console, self.title, self.name, self.timings = console, title, name, timings
-
-    def __enter__(self) -> None:
-        self.console.rule(f"[bold]{self.title}", align="left")
-        self.started = time.monotonic()
-
-    def __exit__(self, exc_type: object, *rest: object) -> None:
-        seconds = time.monotonic() - self.started
-        self.timings[self.name] = self.timings.get(self.name, 0.0) + seconds
-        if exc_type is None:
-            self.console.print(f"  [dim]done in {seconds:.1f} s[/]")
+        self.console.rule(f"[bold][{self.number}/{STEPS}] {name}: {title}", align="left")
+        started = time.monotonic()
+        with self.progress.phase(f"[{self.number}/{STEPS}] {name}"):
+            yield
+        seconds = time.monotonic() - started
+        timings[name] = timings.get(name, 0.0) + seconds
+        self.console.print(f"  [dim]done in {seconds:.1f} s[/]")
 
 
 def _phase_printer(console: Any) -> Callable[[PhaseProgress], None]:

@@ -15,11 +15,12 @@ One row per topic-partition (:class:`PartitionReport`). Record figures come from
   ``superseded = keyed records - distinct keys``; ``records = distinct_keys + superseded +
   keyless``;
 * ``tombstones``: keyed records with a null value (superseded ones included);
-* ``largest_gap`` (:class:`OffsetGap`): the largest jump between the offsets of consecutive
-  records, the first one when several tie, with the timestamp of the record after it. This is
-  what a ``kcat | gawk`` script reports as "where compaction last reached". It is a heuristic:
-  cleaning leaves gaps all through the cleaned range, and the largest is wherever the longest run
-  of superseded records was. The cleaner's own answer is ``first_dirty_offset``.
+* ``last_gap`` (:class:`OffsetGap`): seed 000's "last compaction", the last place in the
+  offsets where a record is missing (the gap before the first record, from the log start
+  offset, included), with the timestamp of the record after it and the records after that
+  (contiguous). Compaction leaves gaps all through the range it cleaned, so the last gap is a
+  lower bound of where the cleaner last reached, seen from outside (a consumer sees the same);
+  the cleaner's own answer, from its checkpoint, is ``first_dirty_offset``, shown beside it.
 
 File figures come from the data directory on the driver, without opening a store: its lock may
 be held by a broker or the CLI, and opening would recover the logs.
@@ -44,7 +45,7 @@ driver (records appended meanwhile count nowhere). A ``mapInArrow`` on the scan 
 records through and adds, per task, a summary of the run of records it read (:mod:`._gaps`);
 one aggregation grouped by topic and partition then counts, counts distinct keys exactly (which
 makes Spark shuffle by key, so one large partition still spreads over many tasks) and collects
-the run summaries, which the driver joins in offset order into the largest gap.
+the run summaries, which the driver joins in offset order into the last gap.
 
 Output: :func:`render_table`/:func:`print_report` (``rich``), :func:`write_chart` (PNG, see
 :mod:`._report_chart`), :func:`write_json`/:func:`read_json` (a "before" kept for a later
@@ -86,8 +87,10 @@ from compactlog.storage.store import system_clock
 
 TopicPartition = tuple[str, int]
 
-#: The version written into (and expected from) report JSON files.
-JSON_VERSION = 1
+#: The version written into report JSON files. Version 1 had ``largest_gap`` (the largest gap,
+#: a different figure) where version 2 has ``last_gap``; reading one gives ``last_gap`` None.
+JSON_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 
 
 # --------------------------------------------------------------------------------------------
@@ -129,9 +132,11 @@ def partition_report(
     register(spark)
     records = _read(spark, path, files)
     stats, pieces = _aggregate(spark, records, files)
-    gaps = join_pieces(pieces)
+    log_starts = {(f.topic, f.partition): f.log_start_offset for f in files}
+    gaps = join_pieces(pieces, log_starts)
     if gaps is None:  # pieces that cannot be joined (see _gaps): one more job, with a sort
-        gaps = gaps_by_window(records.select("topic", "partition", "offset", "timestamp"))
+        rows = records.select("topic", "partition", "offset", "timestamp")
+        gaps = gaps_by_window(rows, log_starts)
     reports = []
     for f in files:
         tp = (f.topic, f.partition)
@@ -161,7 +166,7 @@ def partition_report(
                 dirty_keys=s.dirty_keys,
                 keys_per_pass=per_pass,
                 passes_needed=passes,
-                largest_gap=gaps.get(tp),
+                last_gap=gaps.get(tp),
             )
         )
     return reports
@@ -411,7 +416,7 @@ def _aggregate(
 
 #: Table columns: header (on two lines where it is wider than its figures), right-justified.
 #: Columns a printed report needs (a console narrower than this is widened: no figure folds).
-TABLE_WIDTH = 132
+TABLE_WIDTH = 150
 _COLUMNS = (
     ("partition", False),
     ("records", True),
@@ -420,15 +425,17 @@ _COLUMNS = (
     ("super-\nseded", True),
     ("tomb-\nstones", True),
     ("dirty\nratio", True),
-    ("first\ndirty", True),
     ("passes", True),
-    ("largest\ngap", True),
-    ("after the gap", False),
+    ("first\ndirty", True),
+    ("last\ngap at", True),
+    ("offsets\nmissing", True),
+    ("records\nafter", True),
+    ("time of the\nlast gap", False),
 )
 
 
 def _cells(r: PartitionReport) -> list[str]:
-    gap = r.largest_gap
+    gap = r.last_gap
     return [
         r.name,
         f"{r.records:,}",
@@ -437,11 +444,19 @@ def _cells(r: PartitionReport) -> list[str]:
         f"{r.superseded:,}",
         f"{r.tombstones:,}",
         f"{r.dirty_ratio:.3f}",
-        f"{r.first_dirty_offset:,}",
         f"{r.passes_needed}",
-        "-" if gap is None else f"{gap.previous_offset:,} → {gap.next_offset:,}",
-        "-" if gap is None else format_ms(gap.timestamp_ms),
+        f"{r.first_dirty_offset:,}",
+        "-" if gap is None else f"{gap.next_offset:,}",
+        "-" if gap is None else f"{gap.missing:,}",
+        "-" if gap is None else f"{gap.records_after:,}",
+        "-" if gap is None else _seconds(gap.timestamp_ms),
     ]
+
+
+def _seconds(ms: int) -> str:
+    """ISO-8601 UTC to the second, as seed 000's script prints the time (it drops the ms)."""
+    text = format_ms(ms)
+    return text[:19] + "Z" if text.endswith("Z") else text
 
 
 def render_table(reports: Sequence[PartitionReport], title: str | None = None) -> Any:
@@ -476,8 +491,8 @@ def print_report(
 
 
 def write_json(reports: Sequence[PartitionReport], path: str | os.PathLike[str]) -> None:
-    """The reports as JSON: ``{"version": 1, "partitions": [{field: value, ...}, ...]}``, one
-    object per :class:`PartitionReport` with its field names (``largest_gap`` an object or
+    """The reports as JSON: ``{"version": 2, "partitions": [{field: value, ...}, ...]}``, one
+    object per :class:`PartitionReport` with its field names (``last_gap`` an object or
     null)."""
     doc = {"version": JSON_VERSION, "partitions": [asdict(r) for r in reports]}
     with open(path, "w", encoding="utf-8") as f:
@@ -490,13 +505,15 @@ def read_json(path: str | os.PathLike[str]) -> list[PartitionReport]:
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
-        if doc.get("version") != JSON_VERSION:
-            raise ValueError(f"version {doc.get('version')!r}, not {JSON_VERSION}")
+        version = doc.get("version")
+        if version not in _READABLE_VERSIONS:
+            raise ValueError(f"version {version!r}, not one of {_READABLE_VERSIONS}")
         reports = []
         for entry in doc["partitions"]:
-            gap = entry.pop("largest_gap")
+            gap = entry.pop("last_gap" if version == JSON_VERSION else "largest_gap")
+            gap = gap if version == JSON_VERSION else None
             reports.append(
-                PartitionReport(**entry, largest_gap=None if gap is None else OffsetGap(**gap))
+                PartitionReport(**entry, last_gap=None if gap is None else OffsetGap(**gap))
             )
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ReportFileError(f"{os.fspath(path)} is not a compactlog report: {exc}") from exc

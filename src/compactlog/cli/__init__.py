@@ -20,6 +20,7 @@ Exit codes (also in ``compactlog --help``):
      bad format string, a file ``dump-log`` cannot read
 3    a storage or data error (any other library error, printed with its Kafka error name)
 4    an internal error (a bug); ``--verbose`` shows the traceback
+5    the broker of ``--bootstrap-server`` could not be reached
 130  interrupted (Ctrl-C)
 ===  ==========================================================================================
 

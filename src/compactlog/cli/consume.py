@@ -21,8 +21,6 @@ from types import FrameType
 from typing import Any, BinaryIO
 
 import click
-from confluent_kafka import KafkaError, TopicPartition  # type: ignore[import-untyped]
-from confluent_kafka.admin import OffsetSpec as Spec  # type: ignore[import-untyped]
 
 from compactlog.cli.common import (
     EXIT_DATA_ERROR,
@@ -40,7 +38,8 @@ from compactlog.cli.kcat_format import (
     json_envelope,
     parse_format,
 )
-from compactlog.cli.remote import Remote, cli_error, remote_of
+from compactlog.cli.remote import KafkaError, Remote, TopicPartition, cli_error, remote_of
+from compactlog.cli.remote import OffsetSpec as Spec
 from compactlog.errors import StorageError
 from compactlog.records import decode_columns
 from compactlog.storage.log import Log
@@ -194,7 +193,7 @@ def _node_id(path: str) -> int:
     return -1
 
 
-def _log_records(log: Log, topic: str, partition: int, start: int) -> Iterator[tuple[Message, int]]:
+def log_records(log: Log, topic: str, partition: int, start: int) -> Iterator[tuple[Message, int]]:
     """The records of ``log`` from offset ``start`` with their batch's timestamp type; control
     records are skipped, as a consumer skips them."""
     for batch in log.iter_batches(start):
@@ -280,7 +279,7 @@ def _read_local_round(
         log = _local_log(view, topic, partition)
         if log is None or positions[partition] >= log.log_end_offset:
             continue
-        for message, tstype in _log_records(log, topic, partition, positions[partition]):
+        for message, tstype in log_records(log, topic, partition, positions[partition]):
             if printer.done:
                 break
             if printer.past_end(message.timestamp):

@@ -30,7 +30,9 @@ from compactlog.cli.common import (
 )
 from compactlog.cli.consume import consume
 from compactlog.cli.damage import quarantine, salvage
+from compactlog.cli.delete_records import delete_records
 from compactlog.cli.files import dump_log, log_dirs, verify
+from compactlog.cli.groups import groups
 from compactlog.cli.produce import produce
 from compactlog.cli.serve import serve
 from compactlog.cli.spark import spark_group
@@ -236,7 +238,9 @@ def main(
     _show_library_logs(ctx, logging.INFO if verbose else logging.WARNING)
 
 
-for command in (topics, configs, produce, consume, dump_log, log_dirs, verify):
+for command in (topics, configs, groups, produce, consume, delete_records):
+    main.add_command(command)
+for command in (dump_log, log_dirs, verify):
     main.add_command(command)
 for command in (clean, cleaner_status_command, explain, spark_group, serve):
     main.add_command(command)

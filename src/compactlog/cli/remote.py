@@ -25,24 +25,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
-from confluent_kafka import (  # type: ignore[import-untyped]
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Producer,
-    TopicCollection,
-    TopicPartition,
-)
-from confluent_kafka.admin import (  # type: ignore[import-untyped]
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ConfigSource,
-    NewTopic,
-    OffsetSpec,
-    ResourceType,
-)
+import confluent_kafka
+import confluent_kafka.admin
 
 from compactlog.cli.common import (
     EXIT_DATA_ERROR,
@@ -59,6 +43,15 @@ from compactlog.protocol.headers import RequestHeader
 from compactlog.protocol.messages import MetadataRequest
 
 T = TypeVar("T")
+
+# confluent-kafka's typing is partial (its admin package re-exports without declaring it): the
+# CLI uses both modules untyped, through these two names.
+kafka: Any = confluent_kafka
+kafka_admin: Any = confluent_kafka.admin
+KafkaError = kafka.KafkaError
+KafkaException = kafka.KafkaException
+TopicPartition = kafka.TopicPartition
+OffsetSpec = kafka_admin.OffsetSpec
 
 _ADDRESS = re.compile(r"[^\s,:]+:\d{1,5}|\[[0-9a-fA-F:.]+\]:\d{1,5}")
 
@@ -103,7 +96,7 @@ def check_address(bootstrap: str) -> str:
     return bootstrap
 
 
-def kafka_error_name(error: KafkaError) -> str:
+def kafka_error_name(error: Any) -> str:
     """Kafka's name for a broker's error code; librdkafka's for its local errors."""
     code = error.code()
     if code > 0 and code in KAFKA_ERROR_NAMES:
@@ -111,7 +104,7 @@ def kafka_error_name(error: KafkaError) -> str:
     return str(error.name())
 
 
-def cli_error(error: KafkaError, bootstrap: str, what: str = "") -> CliError:
+def cli_error(error: Any, bootstrap: str, what: str = "") -> CliError:
     """One line for a client error: unreachable broker (exit 5), bad request (2), else 3."""
     where = f"{what}: " if what else ""
     if error.code() in _UNREACHABLE:
@@ -161,7 +154,7 @@ class Remote:
     @property
     def admin(self) -> Any:
         if self._admin is None:
-            self._admin = AdminClient(self.config())
+            self._admin = kafka_admin.AdminClient(self.config())
         return self._admin
 
     def result(self, future: Future[T], what: str = "") -> T:
@@ -206,13 +199,13 @@ class Remote:
         return known[topic]
 
     def topic_id(self, topic: str) -> str:
-        described = self.admin.describe_topics(TopicCollection([topic]))
+        described = self.admin.describe_topics(kafka.TopicCollection([topic]))
         description = self.result(described[topic], topic)
         # Kafka prints topic IDs in URL-safe base64; librdkafka's text uses the standard alphabet.
         return str(description.topic_id).replace("+", "-").replace("/", "_")
 
     def create_topic(self, topic: str, partitions: int, configs: Mapping[str, str]) -> None:
-        new = NewTopic(topic, num_partitions=partitions, config=dict(configs))
+        new = kafka_admin.NewTopic(topic, num_partitions=partitions, config=dict(configs))
         futures = self.admin.create_topics([new], request_timeout=self.timeout)
         self.result(futures[topic])
 
@@ -238,9 +231,9 @@ class Remote:
     # --- configs --------------------------------------------------------------------------
     def describe_configs(self, topic: str) -> list[RemoteConfig]:
         self.partitions(topic)
-        resource = ConfigResource(ResourceType.TOPIC, topic)
+        resource = kafka_admin.ConfigResource(kafka_admin.ResourceType.TOPIC, topic)
         futures = self.admin.describe_configs([resource], request_timeout=self.timeout)
-        entries: dict[str, ConfigEntry] = self.result(next(iter(futures.values())), topic)
+        entries: dict[str, Any] = self.result(next(iter(futures.values())), topic)
         described = []
         for name, entry in entries.items():
             synonyms = tuple(
@@ -263,22 +256,28 @@ class Remote:
     def alter_configs(self, topic: str, set: Mapping[str, str], delete: Sequence[str]) -> None:
         self.partitions(topic)
         entries = [
-            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            kafka_admin.ConfigEntry(
+                name, value, incremental_operation=kafka_admin.AlterConfigOpType.SET
+            )
             for name, value in set.items()
         ] + [
-            ConfigEntry(name, None, incremental_operation=AlterConfigOpType.DELETE)
+            kafka_admin.ConfigEntry(
+                name, None, incremental_operation=kafka_admin.AlterConfigOpType.DELETE
+            )
             for name in delete
         ]
-        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+        resource = kafka_admin.ConfigResource(
+            kafka_admin.ResourceType.TOPIC, topic, incremental_configs=entries
+        )
         futures = self.admin.incremental_alter_configs([resource], request_timeout=self.timeout)
         self.result(next(iter(futures.values())), topic)
 
     # --- records --------------------------------------------------------------------------
     def producer(self, **extra: Any) -> Any:
-        return Producer(self.config(**extra))
+        return kafka.Producer(self.config(**extra))
 
     def consumer(self, **extra: Any) -> Any:
-        consumer = Consumer(
+        consumer = kafka.Consumer(
             self.config(
                 **{
                     "group.id": "compactlog-cli",  # never joined: partitions are assigned
@@ -356,7 +355,7 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes:
 def _source_name(source: Any) -> str:
     """Kafka's name of a config source (librdkafka gives the number)."""
     try:
-        return str(ConfigSource(int(source)).name)
+        return str(kafka_admin.ConfigSource(int(source)).name)
     except (ValueError, TypeError):
         return str(getattr(source, "name", source))
 

@@ -221,9 +221,21 @@ def _local_log(view: ReadOnlyDataDir, topic: str, partition: int) -> Log | None:
 
 
 def _by_timestamp(log: Log) -> Callable[[int], int | None]:
+    """The first offset with a timestamp >= ms, found by walking the batch headers.
+
+    Not ``Log.offset_for_timestamp``: a read-only log does not load its active segment's time
+    index (a live broker may have pre-allocated it), so that segment's records would be missed.
+    """
+
     def find(ms: int) -> int | None:
-        found = log.offset_for_timestamp(ms)
-        return None if found is None else found[0]
+        for batch in log.iter_batches(log.log_start_offset, verify_crc=False):
+            header = batch.header
+            if header.is_control or header.max_timestamp < ms:
+                continue
+            for r in decode_columns(batch.data).to_records():
+                if r.timestamp >= ms and r.offset >= log.log_start_offset:
+                    return int(r.offset)
+        return None
 
     return find
 

@@ -37,7 +37,14 @@ from compactlog.cli.common import (
     open_view,
 )
 from compactlog.cli.consume import log_records
-from compactlog.cli.remote import OffsetSpec, Remote, TopicPartition, kafka, remote_of
+from compactlog.cli.remote import (
+    OffsetSpec,
+    Remote,
+    TopicPartition,
+    cli_error,
+    kafka,
+    remote_of,
+)
 from compactlog.errors import CompactlogError, StorageError
 from compactlog.storage.readonly import ReadOnlyDataDir
 
@@ -153,7 +160,11 @@ def _local_groups(view: ReadOnlyDataDir) -> dict[str, Group]:
 
 
 def _remote_group_ids(remote: Remote) -> list[str]:
+    remote.topics()  # fails at once (exit 5) when the broker cannot be reached
     listed = remote.result(remote.admin.list_consumer_groups(request_timeout=remote.timeout))
+    if listed.errors:  # a coordinator that did not answer: its groups would be missing
+        error = listed.errors[0]
+        raise cli_error(getattr(error, "args", [error])[0], remote.bootstrap, "groups list")
     return sorted(g.group_id for g in listed.valid)
 
 

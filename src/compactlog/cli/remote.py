@@ -63,7 +63,6 @@ _USAGE_ERRORS = frozenset(
         "INVALID_PARTITIONS",
         "INVALID_REPLICATION_FACTOR",
         "INVALID_REQUEST",
-        "POLICY_VIOLATION",
     }
 )
 

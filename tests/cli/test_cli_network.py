@@ -155,6 +155,12 @@ def test_both_or_neither_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("COMPACTLOG_BOOTSTRAP_SERVER", "h:1")
     line = check_one_line_failure(run(main, ["log-dirs"]), [2])
     assert "data directory only" in line
+    # An option on the command line beats the other mode's environment variable ...
+    assert ok(run(main, ["topics", "list", "--data-dir", str(tmp_path)])).stdout == ""
+    monkeypatch.setenv("COMPACTLOG_DATA_DIR", str(tmp_path))
+    # ... but two of a kind clash.
+    line = check_one_line_failure(run(main, ["topics", "list"]), [2])
+    assert "not both" in line
     line = check_one_line_failure(
         run(main, ["--bootstrap-server", "nohostport", "topics", "list"]), [2]
     )
@@ -513,3 +519,22 @@ def test_read_only_commands_create_and_change_nothing(tmp_path: Path) -> None:
     assert tree(data) == before
     described = run(main, ["topics", "describe", "t", "--data-dir", str(data)]).stdout
     assert "Partition: 1\tLogStartOffset: 0\tLogEndOffset: 0" in described
+
+
+def test_unknown_topics_get_a_did_you_mean_in_local_mode(tmp_path: Path) -> None:
+    run = CliRunner().invoke
+    data = str(tmp_path / "data")
+    ok(run(main, ["--data-dir", data, "topics", "create", "orders"]))
+    for args in (
+        ["produce", "ordres"],
+        ["consume", "ordres"],
+        ["configs", "alter", "ordres", "--set", "retention.ms=1"],
+        ["configs", "describe", "ordres"],
+        ["topics", "describe", "ordres"],
+        ["topics", "delete", "ordres"],
+        ["delete-records", "ordres", "-p", "0", "--offset", "0"],
+    ):
+        line = check_one_line_failure(run(main, ["--data-dir", data, *args], input=""), [3])
+        assert line == (
+            "Error: unknown topic 'ordres' (did you mean 'orders'?) (UNKNOWN_TOPIC_OR_PARTITION)"
+        ), args

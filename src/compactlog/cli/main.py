@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from compactlog.cli.clean import clean, cleaner_status_command, explain
 from compactlog.cli.common import (
@@ -199,7 +200,7 @@ def _show_library_logs(ctx: click.Context, level: int) -> None:
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0.1),
-    default=10.0,
+    default=5.0,
     show_default=True,
     help="Network mode: seconds to wait for the broker before giving up (exit code 5).",
 )
@@ -228,6 +229,16 @@ def main(
       printf 'grape=$2.69\\nlime=$0.49\\n' | compactlog produce fruit-prices --key-separator =
       compactlog consume fruit-prices --format '%o\\t%k\\t%s\\n'
     """
+    if data_dir and bootstrap_server:
+        # One from the command line beats the other from the environment; two of a kind clash.
+        sources = (
+            ctx.get_parameter_source("data_dir"),
+            ctx.get_parameter_source("bootstrap_server"),
+        )
+        if sources == (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            bootstrap_server = None
+        elif sources == (ParameterSource.ENVIRONMENT, ParameterSource.COMMANDLINE):
+            data_dir = None
     if data_dir and bootstrap_server:
         raise CliError(
             "give --data-dir or --bootstrap-server, not both (check COMPACTLOG_DATA_DIR and "

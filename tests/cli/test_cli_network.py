@@ -141,6 +141,9 @@ def test_global_options_go_before_or_after_the_subcommand() -> None:
         "--bootstrap-server=h:1", "consume", "t", "-c", "1"
     ]  # fmt: skip
     assert hoist_global_options(["produce", "--", "--data-dir"]) == ["produce", "--", "--data-dir"]
+    assert hoist_global_options(["groups", "list", "--timeout", "2"]) == [
+        "--timeout", "2", "groups", "list"
+    ]  # fmt: skip
 
 
 def test_both_or_neither_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -314,6 +317,8 @@ def test_groups_describe_reset_and_delete(served: Served) -> None:
             "CONSUMER-ID", "HOST", "CLIENT-ID",
         ]  # fmt: skip
         assert len(active) == 3 and all("juicer-1" in row for row in active[1:])
+        # The directory's copy: the membership the coordinator stored at the last rebalance.
+        assert same(served, "groups", "describe", "juicers").stdout.splitlines() == active
         line = check_one_line_failure(
             served.net("groups", "reset-offsets", "juicers", "--topic", "limes",
                        "--to-earliest", "--execute"), [3])  # fmt: skip

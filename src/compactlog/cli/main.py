@@ -54,7 +54,7 @@ def _silence_stdout() -> None:
 
 #: The group options that may also follow the subcommand (``topics list --data-dir d``), as
 #: Kafka's tools take ``--bootstrap-server`` anywhere.
-GLOBAL_OPTIONS = ("--data-dir", "--bootstrap-server")
+GLOBAL_OPTIONS = ("--data-dir", "--bootstrap-server", "--timeout")
 
 
 def hoist_global_options(args: list[str]) -> list[str]:

@@ -305,6 +305,9 @@ class Remote:
         return int(deleted.low_watermark)
 
 
+#: A Metadata response larger than this is not one: something else listens at the address.
+_MAX_METADATA_RESPONSE = 256 << 20
+
 #: Metadata v9 (Kafka 2.4+) is the first flexible version; every broker since answers it.
 _METADATA_VERSION = 9
 
@@ -322,6 +325,12 @@ def all_topics(bootstrap: str, timeout: float) -> dict[str, int]:
             with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
                 sock.sendall(frame)
                 size = struct.unpack(">i", _read_exactly(sock, 4))[0]
+                if not 0 < size <= _MAX_METADATA_RESPONSE:
+                    raise CliError(
+                        f"{address} did not answer as a Kafka broker does (a response of "
+                        f"{size} bytes to a Metadata request)",
+                        EXIT_DATA_ERROR,
+                    )
                 response = decode_response(
                     _read_exactly(sock, size), ApiKey.METADATA, _METADATA_VERSION
                 )

@@ -45,6 +45,9 @@ from compactlog.records import decode_columns
 from compactlog.storage.log import Log
 from compactlog.storage.readonly import ReadOnlyDataDir
 
+#: Records taken from the consumer's queue at a time.
+_BATCH = 1000
+
 #: How often --follow looks at a data directory's files again.
 FOLLOW_POLL_S = 0.2
 
@@ -379,8 +382,8 @@ def _consume_remote(
             idle_deadline = time.monotonic() + remote.timeout
             reading = True
             while reading and not printer.done:
-                msg = consumer.poll(0.5)
-                if msg is None:
+                batch = consumer.consume(_BATCH, 0.5)
+                if not batch:
                     if time.monotonic() > idle_deadline:
                         raise CliError(
                             f"{topic}-{partition}: no records from the broker at "
@@ -389,15 +392,20 @@ def _consume_remote(
                         )
                     continue
                 idle_deadline = time.monotonic() + remote.timeout
-                if msg.error() is not None:
-                    if poll_errors(msg):
+                for msg in batch:
+                    if msg.error() is not None:
+                        if poll_errors(msg):
+                            reading = False
+                            break
+                        continue
+                    message, tstype = _message_of(msg)
+                    if printer.past_end(message.timestamp):
+                        reading = False
                         break
-                    continue
-                message, tstype = _message_of(msg)
-                if printer.past_end(message.timestamp):
-                    break
-                printer.write(message, tstype)
-                reading = message.offset + 1 < end
+                    printer.write(message, tstype)
+                    if message.offset + 1 >= end or printer.done:
+                        reading = False
+                        break
             consumer.unassign()
         return
     consumer.assign([TopicPartition(topic, p, positions[p]) for p in chosen])

@@ -359,6 +359,11 @@ def test_groups_describe_reset_and_delete(served: Served) -> None:
     assert line.endswith("(GROUP_ID_NOT_FOUND)")
     line = check_one_line_failure(served.local("groups", "describe", "nobody"), [3])
     assert line.endswith("(GROUP_ID_NOT_FOUND)")
+    # A group that does not exist yet: the reset creates it with those offsets, as in Kafka.
+    ok(served.net("groups", "reset-offsets", "fresh", "--topic", "limes", "--to-earliest",
+                  "--execute"))  # fmt: skip
+    rows = [r.split() for r in same(served, "groups", "describe", "fresh").stdout.splitlines()[2:]]
+    assert [(r[2], r[3]) for r in rows] == [("0", "0"), ("1", "0")]
 
 
 # --------------------------------------------------------------------------------------------

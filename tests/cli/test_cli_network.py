@@ -364,6 +364,19 @@ def test_groups_describe_reset_and_delete(served: Served) -> None:
                   "--execute"))  # fmt: skip
     rows = [r.split() for r in same(served, "groups", "describe", "fresh").stdout.splitlines()[2:]]
     assert [(r[2], r[3]) for r in rows] == [("0", "0"), ("1", "0")]
+    ok(served.net("groups", "reset-offsets", "fresh", "--topic", "limes:1", "--to-latest",
+                  "--execute"))  # fmt: skip
+    rows = [r.split() for r in served.net("groups", "describe", "fresh").stdout.splitlines()[2:]]
+    ends = [r[4] for r in rows]
+    assert [(r[2], r[3], r[5]) for r in rows] == [("0", "0", ends[0]), ("1", ends[1], "0")]
+    for bad in ("limes:", "limes:x", "limes:-1"):
+        check_one_line_failure(
+            served.net("groups", "reset-offsets", "fresh", "--topic", bad, "--to-latest"), [2]
+        )
+    line = check_one_line_failure(
+        served.net("groups", "reset-offsets", "fresh", "--topic", "limes:7", "--to-latest"), [3]
+    )
+    assert line.endswith("(UNKNOWN_TOPIC_OR_PARTITION)")
 
 
 # --------------------------------------------------------------------------------------------

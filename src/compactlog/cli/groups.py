@@ -342,7 +342,13 @@ def _parse_datetime(text: str) -> int:
 
 @groups.command("reset-offsets")
 @click.argument("group_id", metavar="GROUP")
-@click.option("--topic", required=True, callback=check_topic_name, help="The topic to reset.")
+@click.option(
+    "--topic",
+    "topic_spec",
+    required=True,
+    metavar="TOPIC[:P,P...]",
+    help="The topic to reset: all its partitions, or those listed after a colon (Kafka's form).",
+)
 @click.option("--to-earliest", is_flag=True, help="To each partition's log start offset.")
 @click.option("--to-latest", is_flag=True, help="To each partition's log end offset.")
 @click.option("--to-offset", type=click.IntRange(min=0), help="To this offset (clamped).")
@@ -353,7 +359,7 @@ def _parse_datetime(text: str) -> int:
 def groups_reset_offsets(
     ctx: click.Context,
     group_id: str,
-    topic: str,
+    topic_spec: str,
     to_earliest: bool,
     to_latest: bool,
     to_offset: int | None,
@@ -384,7 +390,15 @@ def groups_reset_offsets(
     if dry_run and execute:
         raise CliError("give --dry-run or --execute, not both", EXIT_USAGE)
     remote = _needs_remote(ctx, "reset-offsets")
-    partitions = range(remote.partitions(topic))
+    topic, listed = _topic_partitions(topic_spec)
+    count = remote.partitions(topic)
+    partitions = list(range(count)) if listed is None else listed
+    for p in partitions:
+        if p >= count:
+            raise CliError(
+                f"topic {topic!r} has no partition {p} (UNKNOWN_TOPIC_OR_PARTITION)",
+                EXIT_DATA_ERROR,
+            )
     group = _remote_group_or_new(remote, group_id)
     if group.state not in ("Empty", "Dead", "Unknown") or group.members:
         raise CliError(
@@ -420,6 +434,23 @@ def groups_reset_offsets(
     rows = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
     rows += [[group_id, topic, str(p), str(o)] for p, o in sorted(new.items())]
     click.echo("\n".join(_table(rows)))
+
+
+def _topic_partitions(spec: str) -> tuple[str, list[int] | None]:
+    """Kafka's ``--topic`` value: ``TOPIC`` (every partition) or ``TOPIC:0,2``."""
+    topic, sep, rest = spec.partition(":")
+    check_topic_name(click.get_current_context(), click.Option(["--topic"]), topic)
+    if not sep:
+        return topic, None
+    try:
+        partitions = sorted({int(p) for p in rest.split(",")})
+    except ValueError:
+        partitions = [-1]
+    if not partitions or partitions[0] < 0:
+        raise CliError(
+            f"--topic {spec!r}: expected TOPIC or TOPIC:P,P... with partition numbers", EXIT_USAGE
+        )
+    return topic, partitions
 
 
 def _remote_group_or_new(remote: Remote, group_id: str) -> Group:

@@ -97,11 +97,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         broker.stop()
 
 
-@pytest.fixture(autouse=True)
-def _no_bootstrap_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("COMPACTLOG_BOOTSTRAP_SERVER", raising=False)
-
-
 def fill(s: Served, topic: str, partitions: int = 2, *configs: str) -> None:
     """A topic made through the broker, with keyed records, a tombstone, headers, and bytes
     that are not UTF-8 or need JSON escapes."""

@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 from compactlog.cli.main import main
 
 #: Exit codes the CLI documents (compactlog --help).
-DOCUMENTED_EXIT_CODES = frozenset({0, 1, 2, 3, 4, 130})
+DOCUMENTED_EXIT_CODES = frozenset({0, 1, 2, 3, 4, 5, 130})
 _STDERR_LINE = re.compile(r"(Error|warning|info): \S.*")
 
 

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 @pytest.fixture(autouse=True)
 def _no_data_dir_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COMPACTLOG_DATA_DIR", raising=False)
+    monkeypatch.delenv("COMPACTLOG_BOOTSTRAP_SERVER", raising=False)
 
 
 @pytest.fixture

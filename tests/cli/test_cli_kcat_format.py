@@ -12,6 +12,8 @@ from compactlog.cli.kcat_format import (
     FormatError,
     Message,
     Token,
+    json_envelope,
+    json_string,
     parse_format,
     to_bytes,
     unescape,
@@ -162,3 +164,30 @@ def test_any_format_string_compiles_or_raises_format_error(spec: str) -> None:
     except FormatError:
         return
     assert isinstance(formatter.format(MSG), bytes)
+
+
+# --------------------------------------------------------------------------------------------
+# -J: kcat's JSON envelope (the field order and escapes checked against kcat itself in
+# test_cli_network.py::test_consume_json_is_kcats)
+
+
+def test_json_strings_escape_as_yajl_does() -> None:
+    assert json_string(None) == b"null"
+    assert json_string(b"") == b'""'
+    assert json_string(b'a"b\\c/d') == b'"a\\"b\\\\c/d"'
+    assert json_string(b"\n\t\r\b\f\x01\x1f\x7f") == b'"\\n\\t\\r\\b\\f\\u0001\\u001F\x7f"'
+    assert json_string("é".encode() + b"\xff") == b'"\xc3\xa9\xff"'  # bytes as they are
+
+
+def test_json_envelope_fields_in_kcats_order() -> None:
+    plain = json_envelope(Message("t", 1, 7, 123, None, b"v"), "create", 0)
+    assert plain == (
+        b'{"topic":"t","partition":1,"offset":7,"tstype":"create","ts":123,"broker":0,'
+        b'"key":null,"payload":"v"}\n'
+    )
+    headed = json_envelope(Message("t", 0, 0, 5, b"k", None, (("h", b"x"), ("n", None))),
+                           "logappend", -1)  # fmt: skip
+    assert headed == (
+        b'{"topic":"t","partition":0,"offset":0,"tstype":"logappend","ts":5,"broker":-1,'
+        b'"headers":["h","x","n",null],"key":"k","payload":null}\n'
+    )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol, TypeVar
 
@@ -29,6 +30,7 @@ EXIT_PROBLEMS_FOUND = 1
 EXIT_USAGE = 2
 EXIT_DATA_ERROR = 3
 EXIT_INTERNAL_ERROR = 4
+EXIT_UNREACHABLE = 5
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES_HELP = """\b
@@ -38,6 +40,7 @@ Exit codes:
   2    bad usage or invalid input (options, topic names, configs, --offset, format strings)
   3    a storage or data error (printed with its Kafka error name)
   4    an internal error (a bug: rerun with --verbose for the traceback)
+  5    the broker of --bootstrap-server could not be reached (within --timeout seconds)
   130  interrupted"""
 
 #: Library errors that mean "the input was wrong", as opposed to "the data or disk was".
@@ -86,22 +89,49 @@ def library_error(exc: CompactlogError) -> CliError:
 
 @dataclass
 class State:
-    """What the group options leave for the commands."""
+    """What the group options leave for the commands: a data directory (local mode) or a
+    broker's address (network mode), never both."""
 
     data_dir: str | None
     verbose: bool
+    bootstrap_server: str | None = None
+    timeout: float = 10.0
 
     def require_data_dir(self) -> str:
         if not self.data_dir:
+            if self.bootstrap_server:
+                raise CliError(
+                    "this command works on a data directory only: give --data-dir DIR instead "
+                    "of --bootstrap-server",
+                    EXIT_USAGE,
+                )
             raise CliError(
                 "no data directory: give --data-dir DIR or set COMPACTLOG_DATA_DIR", EXIT_USAGE
             )
         return self.data_dir
 
+    def require_target(self) -> None:
+        """For the commands with both modes: one of --data-dir and --bootstrap-server."""
+        if not self.data_dir and not self.bootstrap_server:
+            raise CliError(
+                "no data directory and no broker: give --data-dir DIR (or set "
+                "COMPACTLOG_DATA_DIR) or --bootstrap-server HOST:PORT (or set "
+                "COMPACTLOG_BOOTSTRAP_SERVER)",
+                EXIT_USAGE,
+            )
+
 
 def state(ctx: click.Context) -> State:
     obj = ctx.find_root().obj
     return obj if isinstance(obj, State) else State(None, False)
+
+
+def unknown_topic(topic: str, known: Iterable[str]) -> CliError:
+    """The error for a topic that does not exist, with the closest existing name (as click
+    offers for an unknown command); the same in both modes."""
+    close = difflib.get_close_matches(topic, list(known), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return CliError(f"unknown topic {topic!r}{hint} (UNKNOWN_TOPIC_OR_PARTITION)", EXIT_DATA_ERROR)
 
 
 class _Closeable(Protocol):
@@ -143,6 +173,26 @@ def open_store(
 def open_files(ctx: click.Context) -> contextlib.AbstractContextManager[ReadOnlyDataDir]:
     """``--data-dir`` opened to look at: no lock, nothing written (a broker may hold it)."""
     return _opened(_data_dir(ctx, False), ReadOnlyDataDir)
+
+
+@contextlib.contextmanager
+def open_view(ctx: click.Context, topic: str | None = None) -> Iterator[ReadOnlyDataDir]:
+    """``--data-dir`` opened read-only for a read-only command (no lock, nothing created or
+    written, so it works while a broker holds the directory); ``topic``, when given, must
+    exist (else the "did you mean" error)."""
+    path = state(ctx).require_data_dir()
+    if not os.path.isdir(path):
+        raise CliError(f"the data directory {path} does not exist", EXIT_USAGE)
+    with _opened(path, ReadOnlyDataDir) as view:
+        if topic is not None and topic not in view.topics():
+            raise unknown_topic(topic, view.topics())
+        yield view
+
+
+def check_local_topic(store: Store, topic: str) -> None:
+    """Fail with the "did you mean" error when the store has no topic ``topic``."""
+    if topic not in store.topics():
+        raise unknown_topic(topic, store.topics())
 
 
 def open_logs(ctx: click.Context) -> contextlib.AbstractContextManager[LogManager]:

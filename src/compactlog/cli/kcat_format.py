@@ -219,3 +219,58 @@ def parse_format(fmt: str, null_string: str = "") -> Formatter:
         i += 2
     flush_literal()
     return Formatter(parts, unescape(null_string))
+
+
+# --------------------------------------------------------------------------------------------
+# kcat -J: one JSON object per record
+
+
+def _json_escape_byte(b: int) -> bytes:
+    if b == 0x22:
+        return b'\\"'
+    if b == 0x5C:
+        return b"\\\\"
+    if b in _JSON_SHORT:
+        return _JSON_SHORT[b]
+    return f"\\u{b:04X}".encode()
+
+
+_JSON_SHORT = {0x08: b"\\b", 0x0C: b"\\f", 0x0A: b"\\n", 0x0D: b"\\r", 0x09: b"\\t"}
+_JSON_ESCAPES = [bytes([b]) if b >= 0x20 and b not in (0x22, 0x5C) else b"" for b in range(256)]
+for _b in range(256):
+    if not _JSON_ESCAPES[_b]:
+        _JSON_ESCAPES[_b] = _json_escape_byte(_b)
+
+
+def json_string(data: bytes | None) -> bytes:
+    """A JSON string as kcat's yajl writes it: quote, backslash and control characters
+    escaped, every other byte (UTF-8 or not) as it is; None is ``null``."""
+    if data is None:
+        return b"null"
+    return b'"' + b"".join(_JSON_ESCAPES[b] for b in bytes(data)) + b'"'
+
+
+#: kcat's names of Kafka's timestamp types.
+TIMESTAMP_TYPES = {0: "create", 1: "logappend"}
+
+
+def json_envelope(message: Message, timestamp_type: str, broker: int) -> bytes:
+    """The record as kcat ``-J`` prints it: topic, partition, offset, tstype, ts, broker,
+    headers (only when the record has some: a flat name, value, name, value list), key,
+    payload; followed by a newline."""
+    parts = [
+        b'{"topic":' + json_string(to_bytes(message.topic)),
+        b'"partition":%d' % message.partition,
+        b'"offset":%d' % message.offset,
+        b'"tstype":' + json_string(timestamp_type.encode()),
+        b'"ts":%d' % message.timestamp,
+        b'"broker":%d' % broker,
+    ]
+    if message.headers:
+        flat = []
+        for name, value in message.headers:
+            flat += [json_string(to_bytes(name)), json_string(value)]
+        parts.append(b'"headers":[' + b",".join(flat) + b"]")
+    parts.append(b'"key":' + json_string(message.key))
+    parts.append(b'"payload":' + json_string(message.value) + b"}\n")
+    return b",".join(parts)

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from compactlog.cli.clean import clean, cleaner_status_command, explain
 from compactlog.cli.common import (
@@ -30,7 +31,9 @@ from compactlog.cli.common import (
 )
 from compactlog.cli.consume import consume
 from compactlog.cli.damage import quarantine, salvage
+from compactlog.cli.delete_records import delete_records
 from compactlog.cli.files import dump_log, log_dirs, verify
+from compactlog.cli.groups import groups
 from compactlog.cli.produce import produce
 from compactlog.cli.serve import serve
 from compactlog.cli.spark import spark_group
@@ -49,8 +52,42 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
+#: The group options that may also follow the subcommand (``topics list --data-dir d``), as
+#: Kafka's tools take ``--bootstrap-server`` anywhere.
+GLOBAL_OPTIONS = ("--data-dir", "--bootstrap-server", "--timeout")
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """``args`` with every global option (and its value) moved before the subcommand.
+
+    Arguments after ``--`` are left alone (a topic may be called ``--data-dir``)."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest.extend(args[i:])
+            break
+        name = arg.split("=", 1)[0]
+        if name in GLOBAL_OPTIONS:
+            if "=" in arg or i + 1 == len(args):
+                front.append(arg)
+                i += 1
+            else:
+                front.extend(args[i : i + 2])
+                i += 2
+            continue
+        rest.append(arg)
+        i += 1
+    return front + rest
+
+
 class CompactlogGroup(click.Group):
     """The root group: turns every error into one line and a documented exit code."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(args))
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -153,14 +190,37 @@ def _show_library_logs(ctx: click.Context, level: int) -> None:
     type=click.Path(file_okay=False, path_type=str),
     help="The data directory (a Kafka log dir). Default: $COMPACTLOG_DATA_DIR.",
 )
+@click.option(
+    "--bootstrap-server",
+    envvar="COMPACTLOG_BOOTSTRAP_SERVER",
+    metavar="HOST:PORT",
+    help="Work through the Kafka protocol against this broker (compactlog serve or any Kafka "
+    "broker) instead of a data directory. Default: $COMPACTLOG_BOOTSTRAP_SERVER.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    help="Network mode: seconds to wait for the broker before giving up (exit code 5).",
+)
 @click.option("--verbose", is_flag=True, help="Show the traceback of an error.")
 @click.version_option(package_name="compactlog", prog_name="compactlog")
 @click.pass_context
-def main(ctx: click.Context, data_dir: str | None, verbose: bool) -> None:
+def main(
+    ctx: click.Context,
+    data_dir: str | None,
+    bootstrap_server: str | None,
+    timeout: float,
+    verbose: bool,
+) -> None:
     """compactlog: Kafka's log storage and compaction in a data directory.
 
     Topics, configs, producing and consuming work like Kafka's tools and kcat; dump-log,
-    log-dirs and verify inspect the files.
+    log-dirs and verify inspect the files. With --bootstrap-server HOST:PORT, topics, configs,
+    produce, consume, groups and delete-records work through the Kafka protocol against a
+    running broker (compactlog serve or Kafka); --data-dir and --bootstrap-server may also
+    follow the subcommand.
 
     \b
     Example:
@@ -169,11 +229,29 @@ def main(ctx: click.Context, data_dir: str | None, verbose: bool) -> None:
       printf 'grape=$2.69\\nlime=$0.49\\n' | compactlog produce fruit-prices --key-separator =
       compactlog consume fruit-prices --format '%o\\t%k\\t%s\\n'
     """
-    ctx.obj = State(data_dir, verbose)
+    if data_dir and bootstrap_server:
+        # One from the command line beats the other from the environment; two of a kind clash.
+        sources = (
+            ctx.get_parameter_source("data_dir"),
+            ctx.get_parameter_source("bootstrap_server"),
+        )
+        if sources == (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            bootstrap_server = None
+        elif sources == (ParameterSource.ENVIRONMENT, ParameterSource.COMMANDLINE):
+            data_dir = None
+    if data_dir and bootstrap_server:
+        raise CliError(
+            "give --data-dir or --bootstrap-server, not both (check COMPACTLOG_DATA_DIR and "
+            "COMPACTLOG_BOOTSTRAP_SERVER)",
+            EXIT_USAGE,
+        )
+    ctx.obj = State(data_dir, verbose, bootstrap_server or None, timeout)
     _show_library_logs(ctx, logging.INFO if verbose else logging.WARNING)
 
 
-for command in (topics, configs, produce, consume, dump_log, log_dirs, verify):
+for command in (topics, configs, groups, produce, consume, delete_records):
+    main.add_command(command)
+for command in (dump_log, log_dirs, verify):
     main.add_command(command)
 for command in (clean, cleaner_status_command, explain, spark_group, serve):
     main.add_command(command)

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import click
 
-from compactlog.cli.common import COMPRESSIONS, check_topic_name, open_store
+from compactlog.cli.common import (
+    COMPRESSIONS,
+    EXIT_DATA_ERROR,
+    EXIT_UNREACHABLE,
+    CliError,
+    check_local_topic,
+    check_topic_name,
+    open_store,
+)
 from compactlog.cli.kcat_format import FormatError, to_bytes, unescape
+from compactlog.cli.remote import KafkaException, Remote, cli_error, remote_of
+
+Parsed = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 
 
 def _escaped(value: str | None, what: str) -> bytes | None:
@@ -104,8 +116,13 @@ def produce(
     Example:
       printf 'grape=$2.69\\ngrape=null\\n' | compactlog produce fruit-prices -K = -Z null
 
+    With --bootstrap-server the records go through Kafka's producer (librdkafka, acks=all);
+    without --partition its partitioner is murmur2 for keyed records (as Kafka's) and random
+    for null keys, and it batches records itself.
+
     Exit codes: 0 success, 2 bad option or topic name, 3 unknown topic, rejected record (a null
-    key on a compacted topic) or storage error. Records appended before an error stay appended.
+    key on a compacted topic) or storage error, 5 broker not reached. Records appended before an
+    error stay appended.
     """
     separator = _escaped(key_separator, "--key-separator")
     if separator == b"":
@@ -118,9 +135,7 @@ def produce(
             "through the partitioner, which takes no codec"
         )
 
-    def parse(
-        line: bytes,
-    ) -> tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]:
+    def parse(line: bytes) -> Parsed:
         key: bytes | None = None
         value: bytes | None = line
         if separator is not None:
@@ -132,7 +147,14 @@ def produce(
         return key, value, headers
 
     out = sys.stdout
+    remote = remote_of(ctx)
+    if remote is not None:
+        acked = _produce_remote(remote, topic, partition, timestamp, compression, batch_size, parse)
+        if print_offsets:
+            out.write("".join(f"{p} {o}\n" for p, o in acked))
+        return
     with open_store(ctx) as store:
+        check_local_topic(store, topic)
         if partition is None:
             for line in _input_lines():
                 key, value, hdrs = parse(line)
@@ -157,3 +179,77 @@ def produce(
                 flush()
         if batch:
             flush()
+
+
+def _produce_remote(
+    remote: Remote,
+    topic: str,
+    partition: int | None,
+    timestamp: int | None,
+    compression: str,
+    batch_size: int,
+    parse: Callable[[bytes], Parsed],
+) -> list[tuple[int, int]]:
+    """Every line through Kafka's producer; returns (partition, offset) of each record in
+    input order once all are acknowledged."""
+    count = remote.partitions(topic)
+    if partition is not None and partition >= count:
+        raise CliError(
+            f"topic {topic!r} has no partition {partition} (UNKNOWN_TOPIC_OR_PARTITION)",
+            EXIT_DATA_ERROR,
+        )
+    producer = remote.producer(
+        **{
+            "acks": "all",
+            "partitioner": "murmur2_random",
+            "compression.type": compression,
+            "batch.num.messages": batch_size,
+            "linger.ms": 5,
+            "message.timeout.ms": int(remote.timeout * 1000) + 5000,
+        }
+    )
+    acked: dict[int, tuple[int, int]] = {}
+    failures: list[Any] = []
+
+    def delivered(index: int) -> Callable[[Any, Any], None]:
+        def report(error: Any, msg: Any) -> None:
+            if error is not None:
+                failures.append(error)
+            else:
+                acked[index] = (msg.partition(), msg.offset())
+
+        return report
+
+    extra: dict[str, Any] = {} if partition is None else {"partition": partition}
+    if timestamp is not None:
+        extra["timestamp"] = timestamp
+    try:
+        for index, line in enumerate(_input_lines()):
+            key, value, headers = parse(line)
+            while True:
+                try:
+                    producer.produce(
+                        topic,
+                        value=value,
+                        key=key,
+                        headers=list(headers) or None,
+                        on_delivery=delivered(index),
+                        **extra,
+                    )
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    producer.poll(0.1)
+            producer.poll(0)
+            if failures:
+                break
+        left = producer.flush(remote.timeout + 5)
+    except KafkaException as exc:
+        raise cli_error(exc.args[0], remote.bootstrap, topic) from exc
+    if failures:
+        raise cli_error(failures[0], remote.bootstrap, topic)
+    if left:
+        raise CliError(
+            f"{topic}: {left} records not acknowledged by {remote.bootstrap} in time",
+            EXIT_UNREACHABLE,
+        )
+    return [acked[index] for index in sorted(acked)]

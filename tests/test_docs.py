@@ -417,8 +417,9 @@ def cli_invocations(source: str) -> Iterator[list[str]]:
 
 
 def cli_problems(args: list[str]) -> list[str]:
-    from compactlog.cli.main import main
+    from compactlog.cli.main import hoist_global_options, main
 
+    args = hoist_global_options(args)  # --data-dir and --bootstrap-server may follow the command
     command: click.Command = main
     path = ["compactlog"]
     problems = []

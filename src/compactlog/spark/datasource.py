@@ -30,8 +30,12 @@ from compactlog.spark.stream import LogStreamReader, RefusedStreamReader
 
 
 def register(spark: Any) -> None:
-    """Register the ``compactlog`` format with ``spark`` (once per session is enough)."""
+    """Register the ``compactlog`` format with ``spark``, once per session (registering it
+    again makes Spark warn that the data source "replaced a previously registered" one)."""
+    if getattr(spark, "_compactlog_registered", False):
+        return
     spark.dataSource.register(CompactlogDataSource)
+    spark._compactlog_registered = True
 
 
 class CompactlogDataSource(DataSource):

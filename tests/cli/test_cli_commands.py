@@ -32,7 +32,7 @@ def test_every_command_is_listed() -> None:
         "clean", "cleaner-status", "explain", "serve",
         "spark", "spark compact", "spark pipeline", "spark report", "spark snapshot",
         "spark workload", "salvage", "quarantine", "quarantine list", "quarantine show",
-        "quarantine delete",
+        "quarantine delete", "roll",
     }  # fmt: skip
 
 

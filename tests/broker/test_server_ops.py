@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from compactlog import errors as c
 from compactlog.broker.admin import AdminRoutes, is_loopback
 from compactlog.broker.server import BrokerThread
+from compactlog.cli.main import main
 from compactlog.storage.store import Store
 from tests.broker.helpers.clients import wait_until
 from tests.broker.helpers.server import free_port
@@ -176,6 +178,9 @@ def test_admin_roll_route_on_a_running_serve(served: _Serve, tmp_path: Path) -> 
     get.value.close()
     with urllib.request.urlopen(f"{admin}/metrics", timeout=10) as response:
         assert b'kafka_log_log_numlogsegments{partition="0",topic="r"} 2.0' in response.read()
+    verified = CliRunner().invoke(main, ["--data-dir", str(tmp_path / "data"), "verify"])
+    assert verified.exit_code == 0, verified.output
+    assert f"note: {tmp_path / 'data'}: held by process {served.proc.pid} " in verified.output
     assert served.stop() == 0
     assert "admin: rolled r-0 at offset 2" in served.stderr()
 

@@ -19,10 +19,10 @@ from compactlog.cli.common import (
     CliError,
     library_error,
     one_line,
-    open_store,
+    open_files,
     state,
 )
-from compactlog.errors import CompactlogError
+from compactlog.errors import CompactlogError, StorageError
 from compactlog.storage.inspect import dump_log_file, verify_data_dir
 
 
@@ -80,6 +80,9 @@ def log_dirs(ctx: click.Context, as_json: bool) -> None:
     """Size of every partition in the data directory, and the total (like kafka-log-dirs
     --describe, whose JSON layout --json follows).
 
+    Reads the files without the lock and writes nothing, so it also works while a broker
+    (compactlog serve) holds the directory: figures as of the moment each partition is read.
+
     \b
     Example:
       compactlog log-dirs
@@ -88,20 +91,25 @@ def log_dirs(ctx: click.Context, as_json: bool) -> None:
     Exit codes: 0 success, 2 no data directory, 3 storage error.
     """
     rows = []
-    with open_store(ctx) as store:
-        for topic in store.topics():
-            for partition in range(store.partitions(topic)):
-                segments = store.segments(topic, partition)
+    with open_files(ctx) as files:
+        for topic in files.topics():
+            for partition in range(files.partitions(topic)):
+                try:
+                    log = files.log(topic, partition)
+                except StorageError:  # no segment file yet: the store creates one at open
+                    rows.append((f"{topic}-{partition}", 0, 0, 0, 0))
+                    continue
+                segments = log.segments()
                 rows.append(
                     (
                         f"{topic}-{partition}",
                         sum(s.size for s in segments),
                         len(segments),
-                        store.log_start_offset(topic, partition),
-                        store.log_end_offset(topic, partition),
+                        log.log_start_offset,
+                        log.log_end_offset,
                     )
                 )
-        path = store.path
+        path = files.path
     if as_json:
         doc = {
             "version": 1,
@@ -143,10 +151,11 @@ def verify(ctx: click.Context, notes: bool) -> None:
 
     Each problem is printed as "<path>: position N: <what>", then a summary line. Notes
     (foreign files, leftovers the loader cleans up, an unclean shutdown) are not problems.
-    No store is opened, so nothing is recovered or rewritten. Run it on a directory no store
-    has open. After a crash (no clean-shutdown marker) the last segment's pre-allocated index
-    space is a note: the next open rebuilds those indexes. A Kafka log directory's own files
-    and its KRaft metadata log (__cluster_metadata-0) are left alone.
+    No store is opened and no lock taken, so nothing is recovered or rewritten, and it works
+    on a directory a broker holds: the active segments' pre-allocated index space is then
+    expected (one note). After a crash (no clean-shutdown marker) the last segment's
+    pre-allocated index space is a note: the next open rebuilds those indexes. A Kafka log
+    directory's own files and its KRaft metadata log (__cluster_metadata-0) are left alone.
 
     \b
     Example:

@@ -43,8 +43,10 @@ from compactlog.storage._file_checks import (
     _read_index_entries,
     _ReadOnlyFile,
     _walk,
+    is_live_active_index,
 )
 from compactlog.storage._segment_checks import (
+    Problem,
     _check_offset_index,
     _check_time_index,
     _scan_segment,
@@ -209,6 +211,12 @@ def _neighbour(path: str, suffix: str) -> str | None:
     return candidate if os.path.isfile(candidate) else None
 
 
+def _zero_tail(path: str) -> list[Problem] | None:
+    """Where the zero entries ending an index go: a live active segment's pre-allocated space is
+    expected (set aside, not reported); anywhere else they are a problem (None)."""
+    return [] if is_live_active_index(path) else None
+
+
 def _dump_offset_index(path: str) -> Iterator[str]:
     base = _file_offset(path) or 0
     entries, length, zeros = _read_index_entries(path, _OFFSET_ENTRY)
@@ -222,7 +230,7 @@ def _dump_offset_index(path: str) -> Iterator[str]:
     scan = _scan_segment(log_path, base) if log_path else None
     problems = [
         p.message if p.position is None else f"position {p.position}: {p.message}"
-        for p in _check_offset_index(path, base, entries, length, scan, zeros)
+        for p in _check_offset_index(path, base, entries, length, scan, zeros, _zero_tail(path))
     ]
     _raise_problems(path, problems, CompactlogError)
 
@@ -239,7 +247,7 @@ def _dump_time_index(path: str) -> Iterator[str]:
     scan = _scan_segment(log_path, base) if log_path else None
     problems = [
         p.message if p.position is None else f"position {p.position}: {p.message}"
-        for p in _check_time_index(path, base, entries, length, scan, zeros)
+        for p in _check_time_index(path, base, entries, length, scan, zeros, _zero_tail(path))
     ]
     _raise_problems(path, problems, CompactlogError)
 

@@ -230,3 +230,34 @@ def test_refusals_of_other_apis_are_logged_with_kafka_error_names(
         ("INFO", "UNKNOWN_TOPIC_OR_PARTITION"),
     ]
     assert "on partition missing-0" in lines[1].getMessage()
+
+
+def test_response_errors_name_where_each_error_is() -> None:
+    from compactlog.broker.refusals import response_errors
+    from compactlog.protocol.messages import (
+        DescribeGroupsResponse,
+        FetchResponse,
+        OffsetCommitResponse,
+    )
+
+    fetch = FetchResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=0,
+        responses=[
+            {
+                "topic": "t",
+                "partitions": [
+                    {"partition_index": 0, "error_code": 0},
+                    {"partition_index": 1, "error_code": c.OFFSET_OUT_OF_RANGE},
+                ],
+            }
+        ],
+    )
+    assert list(response_errors(fetch)) == [(" on partition t-1", c.OFFSET_OUT_OF_RANGE, None)]
+    commit = OffsetCommitResponse(
+        topics=[{"name": "u", "partitions": [{"partition_index": 3, "error_code": 25}]}]
+    )
+    assert list(response_errors(commit)) == [(" on partition u-3", 25, None)]
+    groups = DescribeGroupsResponse(groups=[{"group_id": "g", "error_code": c.NOT_COORDINATOR}])
+    assert list(response_errors(groups)) == [(" for group g", c.NOT_COORDINATOR, None)]

@@ -12,10 +12,12 @@ Kafka's levels, and where compactlog departs from them:
   compactlog logs the expected refusals at INFO rather than DEBUG, so that a refused produce is
   visible in a default log; the other levels are Kafka's, and a storage error is a WARNING (the
   log is offline, the broker goes on).
-* Every other API: Kafka logs its refusals at DEBUG or not at all, here and there. compactlog
-  logs each error code a response carries at INFO, naming the topic, partition or group it is
-  about, except the codes that are steps of the group protocol rather than refusals
-  (MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS), which are DEBUG.
+* Every other API: Kafka's levels vary (its controller logs every CreateTopics result at INFO,
+  ``ReplicationControlManager``; ``KafkaApis`` and ``ReplicaManager`` leave most expected
+  refusals, an unknown topic in a Fetch, an offset out of range, to DEBUG or to the response
+  alone). compactlog logs each error code a response carries at INFO, naming the topic,
+  partition or group it is about, except the codes that are steps of the group protocol rather
+  than refusals (MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS), which are DEBUG.
 
 The lines go through a rate-limited log: a client that loops on a refused request costs the broker
 at most :data:`REFUSALS_PER_SECOND` lines a second (the rest are counted in the next line).
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from compactlog import errors as codes
 from compactlog.protocol import Struct, error_name
@@ -60,7 +63,7 @@ _EXPECTED_PRODUCE_ERRORS = frozenset(
 #: Error codes that are steps of the group protocol, not refusals.
 _ROUTINE_ERRORS = frozenset({codes.MEMBER_ID_REQUIRED, codes.REBALANCE_IN_PROGRESS})
 
-_NAME_FIELDS = ("name", "topic", "topic_name", "group_id", "resource_name")
+_NAME_FIELDS = ("name", "topic", "topic_name", "group_id", "key", "resource_name")
 _PARTITION_FIELDS = ("index", "partition_index", "partition")
 
 
@@ -103,34 +106,57 @@ def response_errors(body: Struct) -> Iterator[tuple[str, int, str | None]]:
     yield from _walk(body, "")
 
 
+class _Plan(NamedTuple):
+    """Which fields of a struct class matter here (worked out once per class)."""
+
+    name: str | None
+    partition: str | None
+    error_code: bool
+    error_message: bool
+    group: bool
+    nested: tuple[str, ...]
+
+
+_PLANS: dict[type[Struct], _Plan] = {}
+
+
+def _plan(cls: type[Struct]) -> _Plan:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        fields = cls.FIELDS
+        plan = _Plan(
+            name=next((f for f in _NAME_FIELDS if f in fields), None),
+            partition=next((f for f in _PARTITION_FIELDS if f in fields), None),
+            error_code="error_code" in fields,
+            error_message="error_message" in fields,
+            group="group_id" in fields or "key" in fields,
+            nested=tuple(cls._NESTED),
+        )
+        _PLANS[cls] = plan
+    return plan
+
+
 def _walk(s: Struct, topic: str) -> Iterator[tuple[str, int, str | None]]:
-    fields = s.FIELDS
-    where_name = topic
-    for f in _NAME_FIELDS:
-        if f in fields:
-            value = getattr(s, f)
-            if isinstance(value, str) and value:
-                where_name = value
-                break
-    where = ""
-    partition = None
-    for f in _PARTITION_FIELDS:
-        if f in fields and isinstance(getattr(s, f), int):
-            partition = getattr(s, f)
-            break
-    if partition is not None and where_name:
-        where = f" on partition {where_name}-{partition}"
-    elif where_name:
-        kind = "group" if "group_id" in fields else "topic"
-        where = f" for {kind} {where_name}"
-    code = getattr(s, "error_code", 0) if "error_code" in fields else 0
+    plan = _plan(type(s))
+    name = topic
+    if plan.name is not None:
+        value = getattr(s, plan.name)
+        if isinstance(value, str) and value:
+            name = value
+    code = s.error_code if plan.error_code else 0
     if code:
-        message = getattr(s, "error_message", None) if "error_message" in fields else None
-        yield where, code, message
-    for f in fields:
+        partition = getattr(s, plan.partition) if plan.partition is not None else None
+        if isinstance(partition, int) and name:
+            where = f" on partition {name}-{partition}"
+        elif name:
+            where = f" for {'group' if plan.group else 'topic'} {name}"
+        else:
+            where = ""
+        yield where, code, s.error_message if plan.error_message else None
+    for f in plan.nested:
         value = getattr(s, f)
-        if isinstance(value, Struct):
-            yield from _walk(value, where_name)
-        elif isinstance(value, list) and value and isinstance(value[0], Struct):
+        if isinstance(value, list):
             for item in value:
-                yield from _walk(item, where_name)
+                yield from _walk(item, name)
+        elif value is not None:
+            yield from _walk(value, name)

@@ -1,6 +1,6 @@
 """The operator's surface of a running broker: ``compactlog serve``'s log (refused requests with
 Kafka's error names, the cleaner's summaries, ``--log-file``) and the HTTP admin routes (roll),
-loopback-only unless ``--admin-allow-remote``."""
+loopback-only unless ``--admin-allow-remote-unauthenticated``."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from tests.broker.helpers.wire import (
     parse_produce_response,
     produce_body,
 )
-from tests.broker.test_server_basics import batch, start_broker
+from tests.broker.test_server_basics import batch, create_topic, start_broker
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]
 
@@ -58,14 +58,15 @@ def _post(url: str) -> tuple[int, dict[str, Any]]:
 class _Serve:
     """``compactlog serve`` with --metrics and --log-file; stderr goes to its own file."""
 
-    def __init__(self, tmp_path: Path, *extra: str) -> None:
+    def __init__(self, tmp_path: Path, *extra: str, metrics_host: str = "127.0.0.1") -> None:
         self.port, self.metrics_port = free_port(), free_port()
         self.log_file = tmp_path / "server.log"
         self.stderr_path = tmp_path / "stderr.txt"
         self.log_file.write_text("a line from before\n")  # to be appended to, never truncated
         cmd = [
             COMPACTLOG, "--data-dir", str(tmp_path / "data"), "serve",
-            "--listen", f"127.0.0.1:{self.port}", "--metrics", f"127.0.0.1:{self.metrics_port}",
+            "--listen", f"127.0.0.1:{self.port}",
+            "--metrics", f"{metrics_host}:{self.metrics_port}",
             "--log-file", str(self.log_file),
             "--config", "log.cleaner.backoff.ms=100", *extra,
         ]  # fmt: skip
@@ -182,7 +183,8 @@ def test_admin_roll_route_on_a_running_serve(served: _Serve, tmp_path: Path) -> 
     assert verified.exit_code == 0, verified.output
     assert f"note: {tmp_path / 'data'}: held by process {served.proc.pid} " in verified.output
     assert served.stop() == 0
-    assert "admin: rolled r-0 at offset 2" in served.stderr()
+    assert "INFO admin: rolled r-0; the new active segment starts at offset 2" in served.stderr()
+    assert "INFO admin: r-1 not rolled: its active segment (offset 0) is empty" in served.stderr()
 
 
 def test_admin_routes_answer_loopback_clients_only_unless_allowed(tmp_path: Path) -> None:
@@ -193,7 +195,7 @@ def test_admin_routes_answer_loopback_clients_only_unless_allowed(tmp_path: Path
         refused = closed.answer("POST", "/v1/topics/t/partitions/0/roll", "192.0.2.7")
         assert refused.status == "403 Forbidden"
         assert json.loads(refused.body)["error"] == "CLUSTER_AUTHORIZATION_FAILED"
-        assert b"--admin-allow-remote" in refused.body
+        assert b"--admin-allow-remote-unauthenticated" in refused.body
         assert len(store.segments("t", 0)) == 1
         opened = AdminRoutes(lambda: store, allow_remote=True)
         assert opened.answer("POST", "/v1/topics/t/partitions/0/roll", "192.0.2.7").status == (
@@ -261,3 +263,46 @@ def test_response_errors_name_where_each_error_is() -> None:
     assert list(response_errors(commit)) == [(" on partition u-3", 25, None)]
     groups = DescribeGroupsResponse(groups=[{"group_id": "g", "error_code": c.NOT_COORDINATOR}])
     assert list(response_errors(groups)) == [(" for group g", c.NOT_COORDINATOR, None)]
+
+
+def _non_loopback_address() -> str | None:
+    """An IPv4 address of this host other than loopback (None if it has none)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the source address
+        except OSError:
+            return None
+        address = str(s.getsockname()[0])
+    return None if is_loopback(address) or address == "0.0.0.0" else address
+
+
+def test_admin_routes_refuse_a_remote_client_unless_the_flag_names_the_risk(
+    tmp_path: Path,
+) -> None:
+    remote = _non_loopback_address()
+    if remote is None:
+        pytest.skip("this host has no address other than loopback")
+    server = start_broker(tmp_path / "data", metrics_listen=("0.0.0.0", 0))
+    try:
+        create_topic(server, "t")
+        port = server.broker.metrics_port
+        status, doc = _post(f"http://{remote}:{port}/v1/topics/t/partitions/0/roll")
+        assert status == 403 and doc["error"] == "CLUSTER_AUTHORIZATION_FAILED"
+        status, _ = _post(f"http://127.0.0.1:{port}/v1/topics/t/partitions/0/roll")
+        assert status == 200
+        with urllib.request.urlopen(f"http://{remote}:{port}/metrics", timeout=10) as response:
+            assert response.status == 200  # the metrics stay open to every scraper
+    finally:
+        server.stop()
+    served = _Serve(tmp_path, "--admin-allow-remote-unauthenticated", metrics_host="0.0.0.0")
+    try:
+        assert "answer every client (--admin-allow-remote-unauthenticated" in served.stderr()
+        with Wire(f"127.0.0.1:{served.port}") as wire:
+            body = create_topics_body([("t2", 1)])
+            assert parse_create_topics_response(wire.request(CREATE_TOPICS, 2, body)) == {"t2": 0}
+        status, _ = _post(f"http://{remote}:{served.metrics_port}/v1/topics/t2/roll")
+        assert status == 200
+    finally:
+        assert served.stop() == 0

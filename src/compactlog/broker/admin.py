@@ -14,8 +14,9 @@ The answer is JSON: ``{"partitions": [{"topic", "partition", "rolled", "log_end_
 topic or partition, 403 not allowed, 405 not a POST, 409 the log is offline or refused).
 
 There is no authentication yet, so the routes answer loopback clients only (127.0.0.0/8, ::1)
-unless the broker was started with ``--admin-allow-remote`` (``allow_remote``): then anyone who
-can reach the port can roll segments, which costs disk and index files but loses no data.
+whatever address the listener is bound to, unless the broker was started with
+``--admin-allow-remote-unauthenticated`` (``allow_remote``): then anyone who can reach the port
+can roll segments, which costs files and the cleaner's work but loses no data.
 
 The routes run on the broker's event loop, the one thread that touches the store (see
 :mod:`compactlog.broker.context`), which is why the listener is the broker's own asyncio server
@@ -89,7 +90,7 @@ class AdminRoutes:
                 "403 Forbidden",
                 codes.CLUSTER_AUTHORIZATION_FAILED,
                 "the admin routes answer loopback clients only (the broker has no "
-                "authentication yet; --admin-allow-remote lifts this)",
+                "authentication yet; --admin-allow-remote-unauthenticated lifts this)",
             )
         one = _ROLL_ONE.match(path)
         every = _ROLL_ALL.match(path)
@@ -121,11 +122,12 @@ class AdminRoutes:
             for p in partitions:
                 did_roll = store.roll(topic, p)
                 end = store.log_end_offset(topic, p)
-                logger.info(
-                    "admin: %s %s-%d at offset %d",
-                    "rolled" if did_roll else "did not roll (empty active segment)",
-                    topic, p, end,
-                )  # fmt: skip
+                if did_roll:
+                    logger.info("admin: rolled %s-%d; the new active segment starts at offset %d",
+                                topic, p, end)  # fmt: skip
+                else:
+                    logger.info("admin: %s-%d not rolled: its active segment (offset %d) is empty",
+                                topic, p, end)  # fmt: skip
                 rolled.append(
                     {"topic": topic, "partition": p, "rolled": did_roll, "log_end_offset": end}
                 )

@@ -263,7 +263,7 @@ class Broker:
             logger.info(
                 "admin routes (POST /v1/topics/T/partitions/P/roll) on port %d answer %s",
                 self.metrics_port,
-                "every client (--admin-allow-remote: no authentication)"
+                "every client (--admin-allow-remote-unauthenticated: no authentication)"
                 if self.admin_allow_remote
                 else "loopback clients only",
             )

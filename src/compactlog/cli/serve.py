@@ -133,7 +133,8 @@ async def _serve(broker: Broker) -> None:
     "loopback clients.",
 )
 @click.option(
-    "--admin-allow-remote",
+    "--admin-allow-remote-unauthenticated",
+    "admin_allow_remote",
     is_flag=True,
     help="Let clients other than loopback ones use the admin routes. They have no "
     "authentication: anyone who reaches the --metrics port can then roll segments.",

@@ -115,3 +115,45 @@ def test_log_dirs_creates_nothing_on_an_empty_or_missing_directory(cli: Cli) -> 
 
 def test_the_lock_file_name_is_the_data_directorys() -> None:
     assert DATA_DIR_LOCK_FILE == LOCK_FILE
+
+
+@pytest.mark.broker
+@pytest.mark.slow
+def test_verify_while_a_broker_appends_and_rolls_reports_no_problem(
+    tmp_path: Path, cli: Cli
+) -> None:
+    """Appends, rolls (a new segment's indexes sized, the old one's trimmed) and index writes
+    happen while verify reads: what is only in passing is not reported."""
+    import threading
+
+    from tests.broker.test_server_basics import PRODUCE, Client, batch, produce_request
+
+    broker = BrokerThread(cli.data_dir, config={"log.cleaner.enable": "false"}).start()
+    stop = threading.Event()
+    sent = [0]
+
+    def produce() -> None:
+        with Client(broker.port) as client:
+            while not stop.is_set():
+                records = [(b"k%d" % sent[0], b"v" * 300)] * 5
+                client.call(PRODUCE, 7, produce_request({("t", 0): batch(records)}))
+                sent[0] += 1
+
+    try:
+        store = broker.broker.store
+        assert store is not None
+        config = {"segment.bytes": "100000", "index.interval.bytes": "200"}
+        broker.call(lambda: store.create_topic("t", 1, config))
+        writer = threading.Thread(target=produce)
+        writer.start()
+        try:
+            for _ in range(25):
+                result = cli("verify", "--no-notes")
+                assert result.exit_code == 0, result.stdout
+        finally:
+            stop.set()
+            writer.join()
+        segments = [n for n in os.listdir(cli.data_dir / "t-0") if n.endswith(".log")]
+        assert len(segments) > 3, f"{sent[0]} batches made only {segments}"  # rolls happened
+    finally:
+        broker.stop()

@@ -44,7 +44,10 @@ rebuilds that segment's indexes anyway), as long as the entries before it pass e
 While a process holds the directory's lock (a running broker: read from ``/proc/locks``, without
 taking the lock), the last segment of every partition is its active segment, whose index space
 is pre-allocated as Kafka does (``segment.index.bytes``): its zero tail is expected, covered by
-one note for the directory, and the missing clean-shutdown marker is no news.
+one note for the directory, and the missing clean-shutdown marker is no news. The broker may
+also be appending, rolling or cleaning while the files are read (seen under load: a time index
+caught while being sized, 1 look in 20), so a live partition with problems is looked at again,
+up to :data:`LIVE_ATTEMPTS` times, and reported as the first clean look or the last one.
 
 The segment and index checks live in :mod:`compactlog.storage._segment_checks`, where
 ``dump-log`` uses them too; the read-only file access and the batch walk in
@@ -54,6 +57,7 @@ The segment and index checks live in :mod:`compactlog.storage._segment_checks`, 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -301,6 +305,36 @@ def _verify_partition(
     return previous.next_offset if previous is not None else None
 
 
+#: A live partition with problems is checked again this many times in all, this far apart: the
+#: broker may be appending, rolling (a new segment's index being sized, the old one's trimmed) or
+#: cleaning while the files are read, and what is only in passing is gone on the next look.
+LIVE_ATTEMPTS: Final = 4
+LIVE_RETRY_S: Final = 0.05
+
+
+def _verify_settled(
+    report: VerifyReport, directory: str, clean_shutdown: bool, *, live: bool
+) -> int | None:
+    """:func:`_verify_partition`; while a process holds the directory, a partition is reported
+    as its first look without problems shows it, or as the last look if none was clean (see
+    :data:`LIVE_ATTEMPTS`)."""
+    attempts = LIVE_ATTEMPTS if live else 1
+    for attempt in range(attempts):
+        trial = VerifyReport(report.data_dir)
+        end = _verify_partition(trial, directory, clean_shutdown=clean_shutdown, live=live)
+        if not trial.problems or attempt == attempts - 1:
+            break
+        time.sleep(LIVE_RETRY_S)
+    report.problems += trial.problems
+    report.notes += trial.notes
+    report.partitions += trial.partitions
+    report.segments += trial.segments
+    report.batches += trial.batches
+    report.bytes += trial.bytes
+    report.quarantined += trial.quarantined
+    return end
+
+
 def _read_topics(report: VerifyReport, root: str) -> dict[str, tuple[int, str]] | None:
     """``{topic: (partitions, topic id)}`` from compactlog-topics.json; None if absent or bad."""
     path = os.path.join(root, TOPICS_FILE)
@@ -524,9 +558,7 @@ def verify_data_dir(path: str) -> VerifyReport:
             _check_topic_id(
                 report, directory, metadata.topics[key[0]].topic_id, "Kafka's metadata log"
             )
-        end = _verify_partition(
-            report, directory, clean_shutdown=clean_shutdown, live=holder is not None
-        )
+        end = _verify_settled(report, directory, clean_shutdown, live=holder is not None)
         if end is None:
             continue
         start = start_offsets.get(key)

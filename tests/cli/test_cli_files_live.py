@@ -119,11 +119,11 @@ def test_the_lock_file_name_is_the_data_directorys() -> None:
 
 @pytest.mark.broker
 @pytest.mark.slow
-def test_verify_while_a_broker_appends_and_rolls_reports_no_problem(
+def test_inspecting_while_a_broker_appends_and_rolls_reports_no_problem(
     tmp_path: Path, cli: Cli
 ) -> None:
     """Appends, rolls (a new segment's indexes sized, the old one's trimmed) and index writes
-    happen while verify reads: what is only in passing is not reported."""
+    happen while verify, log-dirs and dump-log read: what is only in passing is not reported."""
     import threading
 
     from tests.broker.test_server_basics import PRODUCE, Client, batch, produce_request
@@ -150,6 +150,10 @@ def test_verify_while_a_broker_appends_and_rolls_reports_no_problem(
             for _ in range(25):
                 result = cli("verify", "--no-notes")
                 assert result.exit_code == 0, result.stdout
+                cli.ok("log-dirs", "--json")
+                files = [str(p) for p in sorted((cli.data_dir / "t-0").glob("*.*index"))[-4:]]
+                files += [str(p) for p in sorted((cli.data_dir / "t-0").glob("*.log"))[-2:]]
+                cli.ok("dump-log", "--no-print-data-log", *files)
         finally:
             stop.set()
             writer.join()

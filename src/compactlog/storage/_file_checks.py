@@ -131,13 +131,29 @@ def lock_holder(data_dir: str) -> int | None:
     return None
 
 
-def is_live_active_index(path: str) -> bool:
-    """Whether ``path`` (an index file) belongs to the last segment of its partition directory
-    while a process holds the data directory: the active segment, whose index Kafka and
-    compactlog pre-allocate (``segment.index.bytes``), zero-filled beyond its entries."""
+#: A file of a live directory that shows a problem is read again this many times in all, this
+#: far apart: the broker may be appending, rolling (a new segment's indexes being sized, the old
+#: one's trimmed) or cleaning while it is read, and what is only in passing is gone on the next
+#: look.
+LIVE_ATTEMPTS: Final = 4
+LIVE_RETRY_S: Final = 0.05
+
+
+def in_live_dir(path: str) -> bool:
+    """Whether ``path``, a file of a partition directory, is in a data directory a process
+    holds (:func:`lock_holder`)."""
+    partition_dir = os.path.dirname(os.path.abspath(path))
+    return lock_holder(os.path.dirname(partition_dir)) is not None
+
+
+def is_live_active_segment_file(path: str) -> bool:
+    """Whether ``path`` (a segment's ``.log`` or index file) belongs to the last segment of its
+    partition directory while a process holds the data directory: the active segment, being
+    appended to, whose indexes Kafka and compactlog pre-allocate (``segment.index.bytes``),
+    zero-filled beyond their entries."""
     base = _file_offset(path)
     partition_dir = os.path.dirname(os.path.abspath(path))
-    if base is None or lock_holder(os.path.dirname(partition_dir)) is None:
+    if base is None or not in_live_dir(path):
         return False
     try:
         names = os.listdir(partition_dir)

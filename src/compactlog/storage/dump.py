@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Final
 
 from compactlog.errors import (
@@ -35,6 +36,8 @@ from compactlog.storage._file_checks import (
     _STATE_SUFFIXES,
     _TIME_ENTRY,
     CHECKPOINT_FILES,
+    LIVE_ATTEMPTS,
+    LIVE_RETRY_S,
     TXN_ENTRY_SIZE,
     _crc_problem,
     _file_offset,
@@ -43,7 +46,8 @@ from compactlog.storage._file_checks import (
     _read_index_entries,
     _ReadOnlyFile,
     _walk,
-    is_live_active_index,
+    in_live_dir,
+    is_live_active_segment_file,
 )
 from compactlog.storage._segment_checks import (
     Problem,
@@ -169,12 +173,30 @@ def _record_lines(batch: FileBatch, print_data: bool) -> Iterator[str]:
         yield line
 
 
+def _settled(dump: Callable[[str], Iterator[str]], path: str) -> Iterator[str]:
+    """``dump(path)``; in a live directory, a dump that finds a problem is taken again (up to
+    ``LIVE_ATTEMPTS`` looks) before the problem counts: the broker may be rolling or trimming the
+    file while it is read. Only the last look streams its lines; the others are held back."""
+    if in_live_dir(path):
+        for _ in range(LIVE_ATTEMPTS - 1):
+            try:
+                lines = list(dump(path))
+            except CompactlogError:
+                time.sleep(LIVE_RETRY_S)
+                continue
+            yield from lines
+            return
+    yield from dump(path)
+
+
 def _dump_log(path: str, print_data: bool) -> Iterator[str]:
     base = _file_offset(path)
     if base is not None:
         yield f"Log starting offset: {base}"
     problems: list[str] = []
     end = WalkEnd()
+    # A live broker's active segment may end in a batch being written: a reader stops there.
+    appending = is_live_active_segment_file(path)
     with _ReadOnlyFile(path) as file:
         for batch in _walk(file, end):
             problem = _crc_problem(batch) or _header_problem(batch.header)
@@ -187,6 +209,8 @@ def _dump_log(path: str, print_data: bool) -> Iterator[str]:
                 yield from _record_lines(batch, print_data)
             except CorruptRecordError as exc:
                 problems.append(f"position {batch.position}: records cannot be decoded: {exc}")
+        if end.problem is not None and end.torn and appending:
+            end.problem = None  # the batch being written, not a torn tail
         if end.problem is not None and end.torn:
             # Kafka's printTrailingBytes.
             name = os.path.basename(path)
@@ -214,7 +238,7 @@ def _neighbour(path: str, suffix: str) -> str | None:
 def _zero_tail(path: str) -> list[Problem] | None:
     """Where the zero entries ending an index go: a live active segment's pre-allocated space is
     expected (set aside, not reported); anywhere else they are a problem (None)."""
-    return [] if is_live_active_index(path) else None
+    return [] if is_live_active_segment_file(path) else None
 
 
 def _dump_offset_index(path: str) -> Iterator[str]:
@@ -322,9 +346,9 @@ def dump_log_file(path: str, *, print_data_log: bool = True) -> Iterator[str]:
     if kind == LOG_SUFFIX:
         return _dump_log(path, print_data_log)
     if kind == INDEX_SUFFIX:
-        return _dump_offset_index(path)
+        return _settled(_dump_offset_index, path)
     if kind == TIME_INDEX_SUFFIX:
-        return _dump_time_index(path)
+        return _settled(_dump_time_index, path)
     if kind == TXN_INDEX_SUFFIX:
         return _dump_txn_index(path)
     if kind == SNAPSHOT_SUFFIX:

@@ -68,6 +68,8 @@ from compactlog.storage._file_checks import (
     _STATE_SUFFIXES,
     _TIME_ENTRY,
     CHECKPOINT_FILES,
+    LIVE_ATTEMPTS,
+    LIVE_RETRY_S,
     TXN_ENTRY_SIZE,
     _read_index_entries,
     _ReadOnlyFile,
@@ -303,13 +305,6 @@ def _verify_partition(
         )
         return None
     return previous.next_offset if previous is not None else None
-
-
-#: A live partition with problems is checked again this many times in all, this far apart: the
-#: broker may be appending, rolling (a new segment's index being sized, the old one's trimmed) or
-#: cleaning while the files are read, and what is only in passing is gone on the next look.
-LIVE_ATTEMPTS: Final = 4
-LIVE_RETRY_S: Final = 0.05
 
 
 def _verify_settled(

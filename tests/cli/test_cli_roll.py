@@ -27,6 +27,13 @@ def _topic(data: Path, name: str = "fruit", partitions: int = 2, records: int = 
 def test_roll_a_stopped_directory_then_the_cleaner_has_work(cli: Cli) -> None:
     _topic(cli.data_dir)
     status = cli.ok("cleaner-status").stdout
+    waiting = cli.ok("clean", "fruit", "-p", "0").stdout
+    assert waiting == (
+        "fruit-0: nothing to clean: first dirty offset 0, first uncleanable offset 0 (active "
+        "segment); offsets 0-2 wait in the active segment, which is never cleaned: 'compactlog "
+        "roll fruit -p 0' makes them cleanable now (on a running broker: --admin-url), "
+        "segment.ms or segment.bytes when they roll it\n"
+    )
     result = cli.ok("roll", "fruit")
     assert result.stdout.splitlines() == [
         "fruit-0: rolled; the new active segment starts at 3",
@@ -42,6 +49,7 @@ def test_roll_a_stopped_directory_then_the_cleaner_has_work(cli: Cli) -> None:
         "fruit-0: not rolled; the active segment is empty (it starts at the log end offset 3)\n"
     )
     cli.ok("clean", "fruit")
+    assert "wait in the active segment" not in cli.ok("clean", "fruit", "-p", "0").stdout
     with Store.open(cli.data_dir) as store:
         assert [(r.offset, r.value) for r in store.read("fruit", 0)] == [(1, b"v1"), (2, b"v2")]
 

@@ -23,6 +23,7 @@ from compactlog.cleaner.explain import (
     key_partition,
     next_cleaning_range,
 )
+from compactlog.cleaner.manager import REASON_ACTIVE_SEGMENT
 from compactlog.cleaner.service import CleanResult, LogCleaner
 from compactlog.cleaner.stats import delayed_partitions_line, invalid_messages_line
 from compactlog.cli.common import (
@@ -134,6 +135,18 @@ def _clean_store(
     return failures, True
 
 
+def _roll_hint(logs: LogManager, topic: str, partition: int, reason: str | None, fuo: int) -> str:
+    """How to make the records waiting in the active segment cleanable, if any are."""
+    end = logs.store.log_end_offset(topic, partition)
+    if reason != REASON_ACTIVE_SEGMENT or end <= fuo:
+        return ""
+    return (
+        f"; offsets {fuo}-{end - 1} wait in the active segment, which is never cleaned: "
+        f"'compactlog roll {topic} -p {partition}' makes them cleanable now (on a running "
+        "broker: --admin-url), segment.ms or segment.bytes when they roll it"
+    )
+
+
 def _clean_partition(
     logs: LogManager,
     topic: str,
@@ -153,6 +166,7 @@ def _clean_partition(
             state = "clean" if round_number > 1 else "nothing to clean"
             click.echo(
                 f"{name}: {state}: first dirty offset {fdo}, first uncleanable offset {fuo}{bound}"
+                + _roll_hint(logs, topic, partition, pending.uncleanable_reason, fuo)
             )
             return [], False
         if until_clean:

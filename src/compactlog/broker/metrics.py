@@ -12,9 +12,10 @@ a counter; Prometheus wants the counter), a gauge such as
 ``compactlog_broker_*``.
 
 :class:`BrokerMetrics` is plain counters, updated on the event loop by the connections and the
-handlers. The exposition is ``prometheus_client``'s: at each scrape a custom collector reads the
-counters, the store's per-partition figures and the cleaner's gauges into metric families, and
-``generate_latest`` writes the text (names, escaping, number formats are the library's).
+handlers. The exposition is ``prometheus_client``'s: at each scrape :func:`read_figures` copies
+the counters, the store's per-partition figures and the cleaner's gauges as plain values on the
+event loop, and :func:`exposition`, in a worker thread, turns them into the library's metric
+families and text (``generate_latest``: escaping, number formats and order are the library's).
 
 :class:`MetricsServer` stays a small asyncio HTTP/1.0 responder, not ``prometheus_client``'s
 ``start_http_server``: that one serves from its own thread, while the store, the counters and
@@ -26,10 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -48,10 +52,12 @@ from compactlog.storage.quarantine import list_quarantined
 __all__ = [
     "CONTENT_TYPE",
     "BrokerMetrics",
+    "Figures",
     "MetricsServer",
-    "collect",
+    "PartitionFigures",
     "exposition",
     "prometheus_name",
+    "read_figures",
     "render",
 ]
 
@@ -98,15 +104,66 @@ def prometheus_name(*parts: str) -> str:
 _TP = ["topic", "partition"]
 
 
-class _Collector(Collector):
-    """Reads the counters, the store's partitions and the cleaner's gauges at each scrape."""
+class PartitionFigures(NamedTuple):
+    topic: str
+    partition: int
+    logendoffset: int
+    logstartoffset: int
+    size: int
+    numlogsegments: int
+    quarantined_ranges: int
+    quarantined_bytes: int
 
-    def __init__(self, metrics: BrokerMetrics, logs: LogManager | None) -> None:
-        self._metrics = metrics
-        self._logs = logs
+
+@dataclass
+class Figures:
+    """Every figure of one scrape, read on the event loop (which owns the counters and the
+    store) as plain values, so that the metric families and the text can be made elsewhere."""
+
+    broker: BrokerMetrics
+    #: Every partition's figures; None without a store.
+    partitions: list[PartitionFigures] | None = None
+    offline_logs: int = 0
+    #: (gauge name, LogCleaner or LogCleanerManager, value) of the cleaner's gauges.
+    cleaner: list[tuple[str, str, float]] = field(default_factory=list)
+
+
+def read_figures(metrics: BrokerMetrics, logs: LogManager | None) -> Figures:
+    """The figures of a scrape, read now (event-loop thread)."""
+    broker = copy.copy(metrics)
+    broker.requests = defaultdict(int, metrics.requests)
+    broker.request_time_ms = defaultdict(float, metrics.request_time_ms)
+    figures = Figures(broker)
+    if logs is None:
+        return figures
+    store = logs.store
+    figures.partitions = []
+    for (t, p), log in sorted(store.logs().items()):
+        quarantined = list_quarantined(store.fs, log.dir)
+        figures.partitions.append(
+            PartitionFigures(
+                t, p, log.log_end_offset, log.log_start_offset, log.size(), len(log.segments()),
+                len(quarantined), sum(r.size for r in quarantined),
+            )
+        )  # fmt: skip
+    figures.offline_logs = len(store.offline_logs())
+    cleaner = logs.cleaner
+    manager_names = set(cleaner.manager.gauges())
+    figures.cleaner = [
+        (name, "LogCleanerManager" if name in manager_names else "LogCleaner", float(value))
+        for name, value in sorted(cleaner.gauges().items())
+    ]
+    return figures
+
+
+class _Collector(Collector):
+    """The metric families of one scrape's figures."""
+
+    def __init__(self, figures: Figures) -> None:
+        self._figures = figures
 
     def collect(self) -> Iterator[Metric]:
-        metrics = self._metrics
+        metrics = self._figures.broker
         names = sorted(metrics.requests)
         requests = CounterMetricFamily(
             "kafka_network_requestmetrics_requests_total",
@@ -164,8 +221,8 @@ class _Collector(Collector):
             "Open client connections.",
             value=metrics.connections,
         )
-        if self._logs is not None:
-            yield from _log_metrics(self._logs)
+        if self._figures.partitions is not None:
+            yield from _log_metrics(self._figures)
 
 
 class _Collected(Collector):
@@ -176,42 +233,35 @@ class _Collected(Collector):
         return self._families
 
 
-def collect(metrics: BrokerMetrics, logs: LogManager | None) -> list[Metric]:
-    """Every metric's figures, read now (on the event loop: the store and the counters are
-    its)."""
-    return list(_Collector(metrics, logs).collect())
-
-
-def exposition(families: list[Metric]) -> bytes:
+def exposition(figures: Figures) -> bytes:
     """The figures as Prometheus text format 0.0.4, by ``prometheus_client`` (any thread: it
-    reads only ``families``)."""
+    reads only ``figures``)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Collected(families))
+    registry.register(_Collector(figures))
     return generate_latest(registry)
 
 
 def render(metrics: BrokerMetrics, logs: LogManager | None) -> str:
     """Every metric in Prometheus text format 0.0.4."""
-    return exposition(collect(metrics, logs)).decode()
+    return exposition(read_figures(metrics, logs)).decode()
 
 
-_LOG_GAUGES: tuple[tuple[str, str, Callable[..., float]], ...] = (
-    ("logendoffset", "The log end offset (Kafka's LogEndOffset).", lambda log: log.log_end_offset),
-    ("logstartoffset", "The log start offset (LogStartOffset).", lambda log: log.log_start_offset),
-    ("size", "Bytes of the partition's segments (Size).", lambda log: log.size()),
-    ("numlogsegments", "Segments of the partition (NumLogSegments).",
-     lambda log: len(log.segments())),
-)  # fmt: skip
+#: The per-partition gauges: the name's suffix (a :class:`PartitionFigures` field) and help.
+_LOG_GAUGES: tuple[tuple[str, str], ...] = (
+    ("logendoffset", "The log end offset (Kafka's LogEndOffset)."),
+    ("logstartoffset", "The log start offset (LogStartOffset)."),
+    ("size", "Bytes of the partition's segments (Size)."),
+    ("numlogsegments", "Segments of the partition (NumLogSegments)."),
+)
 
 
-def _log_metrics(manager: LogManager) -> Iterator[Metric]:
-    logs = sorted(manager.store.logs().items())
-    for suffix, help_text, read in _LOG_GAUGES:
+def _log_metrics(figures: Figures) -> Iterator[Metric]:
+    rows = figures.partitions or []
+    for suffix, help_text in _LOG_GAUGES:
         gauge = GaugeMetricFamily(f"kafka_log_log_{suffix}", help_text, labels=_TP)
-        for (t, p), log in logs:
-            gauge.add_metric([t, str(p)], read(log))
+        for row in rows:
+            gauge.add_metric([row.topic, str(row.partition)], getattr(row, suffix))
         yield gauge
-    quarantined = {(t, p): list_quarantined(manager.store.fs, log.dir) for (t, p), log in logs}
     ranges = GaugeMetricFamily(
         "compactlog_log_quarantined_ranges",
         "Damaged byte ranges of the partition kept in quarantine files (compactlog quarantine).",
@@ -220,9 +270,9 @@ def _log_metrics(manager: LogManager) -> Iterator[Metric]:
     size = GaugeMetricFamily(
         "compactlog_log_quarantined_bytes", "Bytes of the partition's quarantine files.", labels=_TP
     )
-    for (t, p), q in quarantined.items():
-        ranges.add_metric([t, str(p)], len(q))
-        size.add_metric([t, str(p)], sum(r.size for r in q))
+    for row in rows:
+        ranges.add_metric([row.topic, str(row.partition)], row.quarantined_ranges)
+        size.add_metric([row.topic, str(row.partition)], row.quarantined_bytes)
     yield ranges
     yield size
     yield GaugeMetricFamily(
@@ -230,16 +280,13 @@ def _log_metrics(manager: LogManager) -> Iterator[Metric]:
         "Partitions whose log refuses writes since an I/O error it could not undo, until the "
         "store is reopened (Kafka takes the whole log directory offline instead: "
         "OfflineLogDirectoryCount).",
-        value=len(manager.store.offline_logs()),
+        value=figures.offline_logs,
     )
-    cleaner = manager.cleaner
-    manager_names = set(cleaner.manager.gauges())
-    for gauge_name, value in sorted(cleaner.gauges().items()):
-        kind = "LogCleanerManager" if gauge_name in manager_names else "LogCleaner"
+    for gauge_name, kind, value in figures.cleaner:
         yield GaugeMetricFamily(
             prometheus_name("kafka.log", kind, gauge_name),
             f"The log cleaner's {gauge_name} (kafka.log:type={kind}).",
-            value=float(value),
+            value=value,
         )
 
 
@@ -247,10 +294,8 @@ class MetricsServer:
     """The broker's HTTP listener: ``GET /metrics`` (or ``/``) and the admin routes under
     ``/v1/`` (:mod:`compactlog.broker.admin`); HTTP/1.0, one request per connection."""
 
-    def __init__(
-        self, families: Callable[[], list[Metric]], admin: AdminRoutes | None = None
-    ) -> None:
-        self._families = families
+    def __init__(self, figures: Callable[[], Figures], admin: AdminRoutes | None = None) -> None:
+        self._figures = figures
         self._admin = admin
         self._server: asyncio.Server | None = None
         self.port: int | None = None
@@ -277,10 +322,10 @@ class MetricsServer:
         if path not in ("/metrics", "/"):
             return "404 Not Found", b"try /metrics\n", "text/plain"
         try:
-            # The figures are read on the event loop; the text is written in a worker thread,
-            # half of a scrape's time with many partitions (docs: 1,000 partitions).
-            families = self._families()
-            return "200 OK", await asyncio.to_thread(exposition, families), CONTENT_TYPE
+            # The figures are read on the event loop; the families and the text are made in a
+            # worker thread, most of a scrape's time (benchmarks/bench_metrics.py).
+            figures = self._figures()
+            return "200 OK", await asyncio.to_thread(exposition, figures), CONTENT_TYPE
         except Exception:  # a scrape must never take the broker down; say why in the log
             logger.exception("rendering the metrics failed")
             return "500 Internal Server Error", b"see the broker's log\n", "text/plain"

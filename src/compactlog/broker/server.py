@@ -54,7 +54,7 @@ from compactlog.broker.context import BrokerContext
 from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from compactlog.broker.coordinator.service import GroupCoordinator
 from compactlog.broker.limits import SHUTDOWN_GRACE_S, UNSERVED_EVICT_AFTER_S, Limits
-from compactlog.broker.metrics import MetricsServer, collect
+from compactlog.broker.metrics import MetricsServer, read_figures
 from compactlog.broker.node_state import ProducerIdManager, load_cluster_id
 from compactlog.broker.settings import BrokerSettings
 from compactlog.errors import ConfigError
@@ -251,7 +251,7 @@ class Broker:
         ctx.host, ctx.port = self._advertised()
         if self.metrics_listen is not None:
             admin = AdminRoutes(lambda: self.store, allow_remote=self.admin_allow_remote)
-            self._metrics_server = MetricsServer(lambda: collect(ctx.metrics, logs), admin)
+            self._metrics_server = MetricsServer(lambda: read_figures(ctx.metrics, logs), admin)
             await self._metrics_server.start(*self.metrics_listen)
             self.metrics_port = self._metrics_server.port
         logger.info(

@@ -306,3 +306,21 @@ def test_admin_routes_refuse_a_remote_client_unless_the_flag_names_the_risk(
         assert status == 200
     finally:
         assert served.stop() == 0
+
+
+def test_a_client_cannot_forge_log_lines(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Topic names, client ids and messages come from the client: control characters are
+    escaped, so a newline cannot start a line of its own in the broker's log."""
+    server: BrokerThread = start_broker(tmp_path / "data")
+    try:
+        with caplog.at_level(logging.INFO, logger="compactlog.broker"):
+            with Wire(server.bootstrap) as wire:
+                forged = "x\n[2026-01-01 00:00:00,000] ERROR forged"
+                body = produce_body({(forged, 0): batch([(b"k", b"v")])})
+                result = parse_produce_response(wire.request(PRODUCE, 7, body))
+                assert result[(forged, 0)][0] == c.INVALID_TOPIC_EXCEPTION
+            wait_until(lambda: "forged" in caplog.text, "the refusal's line", 5)
+    finally:
+        server.stop()
+    (line,) = [r.getMessage() for r in caplog.records if "forged" in r.getMessage()]
+    assert "\n" not in line and "on partition x\\n[2026-01-01 00:00:00,000] ERROR forged-0" in line

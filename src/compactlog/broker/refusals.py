@@ -26,6 +26,7 @@ at most :data:`REFUSALS_PER_SECOND` lines a second (the rest are counted in the 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -97,7 +98,15 @@ def refusal_line(
         f"{api_name} request with correlation id {correlation_id} from client {client_id!r} "
         f"({host}:{port}){where} failed due to {error_name(error_code)}"
     )
-    return f"{line}: {reason}" if reason else line
+    # Names and messages come from the client: a newline in a topic name must not forge a line.
+    return _CONTROL.sub(_escape, f"{line}: {reason}" if reason else line)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return repr(match.group())[1:-1]
 
 
 def response_errors(body: Struct) -> Iterator[tuple[str, int, str | None]]:

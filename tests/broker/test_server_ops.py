@@ -324,3 +324,14 @@ def test_a_client_cannot_forge_log_lines(tmp_path: Path, caplog: pytest.LogCaptu
         server.stop()
     (line,) = [r.getMessage() for r in caplog.records if "forged" in r.getMessage()]
     assert "\n" not in line and "on partition x\\n[2026-01-01 00:00:00,000] ERROR forged-0" in line
+
+
+def test_the_remote_admin_flag_needs_the_metrics_listener(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [COMPACTLOG, "--data-dir", str(tmp_path / "data"), "serve", "--listen", "127.0.0.1:0",
+         "--admin-allow-remote-unauthenticated"],
+        check=False, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "needs --metrics HOST:PORT" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "data").exists()

@@ -191,6 +191,11 @@ def serve(
     from compactlog.broker.server import Broker, new_event_loop  # noqa: PLC0415 - see DEFAULT_LISTEN
 
     data_dir = state(ctx).require_data_dir()
+    if admin_allow_remote and metrics is None:
+        raise click.UsageError(
+            "--admin-allow-remote-unauthenticated needs --metrics HOST:PORT (the admin routes "
+            "are served there)"
+        )
     listen_address = _address(listen, "--listen")
     assert listen_address is not None
     try:

@@ -3,9 +3,11 @@ kafka-log-dirs, and a checker Kafka does not have)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Sequence
 
@@ -22,8 +24,18 @@ from compactlog.cli.common import (
     open_files,
     state,
 )
-from compactlog.errors import CompactlogError, StorageError
-from compactlog.storage.inspect import dump_log_file, verify_data_dir
+from compactlog.errors import CompactlogError
+from compactlog.storage.inspect import (
+    LIVE_ATTEMPTS,
+    LOG_SUFFIX,
+    Log,
+    dump_log_file,
+    live_retry_delay,
+    lock_holder,
+    partition_dir_name,
+    verify_data_dir,
+)
+from compactlog.storage.readonly import ReadOnlyDataDir
 
 
 @click.command("dump-log")
@@ -73,6 +85,26 @@ def dump_log(ctx: click.Context, files: Sequence[str], print_data_log: bool) -> 
         ctx.exit(max(error.exit_code for error in failed))
 
 
+def _live_log(files: ReadOnlyDataDir, topic: str, partition: int) -> Log | None:
+    """The partition's log, read-only; None when it has no segment file. While a process holds
+    the directory, the broker may be replacing segments (the cleaner's swap, retention): a
+    segment that vanished between the listing and the opening is looked for again."""
+    attempts = LIVE_ATTEMPTS if lock_holder(files.path) is not None else 1
+    for attempt in range(attempts):
+        try:
+            return files.log(topic, partition)
+        except CompactlogError:
+            if attempt < attempts - 1:
+                time.sleep(live_retry_delay(attempt))
+                continue
+            directory = os.path.join(files.path, partition_dir_name(topic, partition))
+            with contextlib.suppress(OSError):
+                if not any(n.endswith(LOG_SUFFIX) for n in os.listdir(directory)):
+                    return None
+            raise
+    return None
+
+
 @click.command("log-dirs")
 @click.option("--json", "as_json", is_flag=True, help="kafka-log-dirs' JSON instead of a table.")
 @click.pass_context
@@ -94,9 +126,8 @@ def log_dirs(ctx: click.Context, as_json: bool) -> None:
     with open_files(ctx) as files:
         for topic in files.topics():
             for partition in range(files.partitions(topic)):
-                try:
-                    log = files.log(topic, partition)
-                except StorageError:  # no segment file yet: the store creates one at open
+                log = _live_log(files, topic, partition)
+                if log is None:  # no segment file yet: the store creates one at open
                     rows.append((f"{topic}-{partition}", 0, 0, 0, 0))
                     continue
                 segments = log.segments()

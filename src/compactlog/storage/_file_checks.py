@@ -131,12 +131,17 @@ def lock_holder(data_dir: str) -> int | None:
     return None
 
 
-#: A file of a live directory that shows a problem is read again this many times in all, this
-#: far apart: the broker may be appending, rolling (a new segment's indexes being sized, the old
-#: one's trimmed) or cleaning while it is read, and what is only in passing is gone on the next
-#: look.
-LIVE_ATTEMPTS: Final = 4
+#: A file of a live directory that shows a problem is read again this many times in all, after
+#: :func:`live_retry_delay`: the broker may be appending, rolling (a new segment's indexes being
+#: sized, the old one's trimmed) or cleaning while it is read, and what is only in passing is
+#: gone on a later look. The looks span 0.75 s at most.
+LIVE_ATTEMPTS: Final = 5
 LIVE_RETRY_S: Final = 0.05
+
+
+def live_retry_delay(attempt: int) -> float:
+    """Seconds before look ``attempt + 1``: 0.05, 0.1, 0.2, 0.4."""
+    return float(LIVE_RETRY_S * 2**attempt)
 
 
 def in_live_dir(path: str) -> bool:

@@ -37,7 +37,6 @@ from compactlog.storage._file_checks import (
     _TIME_ENTRY,
     CHECKPOINT_FILES,
     LIVE_ATTEMPTS,
-    LIVE_RETRY_S,
     TXN_ENTRY_SIZE,
     _crc_problem,
     _file_offset,
@@ -48,6 +47,7 @@ from compactlog.storage._file_checks import (
     _walk,
     in_live_dir,
     is_live_active_segment_file,
+    live_retry_delay,
 )
 from compactlog.storage._segment_checks import (
     Problem,
@@ -178,11 +178,11 @@ def _settled(dump: Callable[[str], Iterator[str]], path: str) -> Iterator[str]:
     ``LIVE_ATTEMPTS`` looks) before the problem counts: the broker may be rolling or trimming the
     file while it is read. Only the last look streams its lines; the others are held back."""
     if in_live_dir(path):
-        for _ in range(LIVE_ATTEMPTS - 1):
+        for attempt in range(LIVE_ATTEMPTS - 1):
             try:
                 lines = list(dump(path))
             except CompactlogError:
-                time.sleep(LIVE_RETRY_S)
+                time.sleep(live_retry_delay(attempt))
                 continue
             yield from lines
             return

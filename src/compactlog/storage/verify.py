@@ -47,7 +47,7 @@ is pre-allocated as Kafka does (``segment.index.bytes``): its zero tail is expec
 one note for the directory, and the missing clean-shutdown marker is no news. The broker may
 also be appending, rolling or cleaning while the files are read (seen under load: a time index
 caught while being sized, 1 look in 20), so a live partition with problems is looked at again,
-up to :data:`LIVE_ATTEMPTS` times, and reported as the first clean look or the last one.
+up to ``LIVE_ATTEMPTS`` times in 0.75 s, and reported as the first clean look or the last one.
 
 The segment and index checks live in :mod:`compactlog.storage._segment_checks`, where
 ``dump-log`` uses them too; the read-only file access and the batch walk in
@@ -69,10 +69,10 @@ from compactlog.storage._file_checks import (
     _TIME_ENTRY,
     CHECKPOINT_FILES,
     LIVE_ATTEMPTS,
-    LIVE_RETRY_S,
     TXN_ENTRY_SIZE,
     _read_index_entries,
     _ReadOnlyFile,
+    live_retry_delay,
     lock_holder,
 )
 from compactlog.storage._segment_checks import (
@@ -319,7 +319,7 @@ def _verify_settled(
         end = _verify_partition(trial, directory, clean_shutdown=clean_shutdown, live=live)
         if not trial.problems or attempt == attempts - 1:
             break
-        time.sleep(LIVE_RETRY_S)
+        time.sleep(live_retry_delay(attempt))
     report.problems += trial.problems
     report.notes += trial.notes
     report.partitions += trial.partitions

@@ -335,3 +335,18 @@ def test_the_remote_admin_flag_needs_the_metrics_listener(tmp_path: Path) -> Non
     assert done.returncode == 2, done.stderr
     assert "needs --metrics HOST:PORT" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "data").exists()
+
+
+def test_the_log_file_is_reopened_after_logrotate_moves_it(served: _Serve) -> None:
+    rotated = served.log_file.with_suffix(".log.1")
+    served.log_file.rename(rotated)
+    with Wire(f"127.0.0.1:{served.port}") as wire:
+        body = create_topics_body([("after-rotation", 1)])
+        assert parse_create_topics_response(wire.request(CREATE_TOPICS, 2, body)) == {
+            "after-rotation": 0
+        }
+    wait_until(served.log_file.exists, "a new log file", 10)
+    assert served.stop() == 0
+    assert "created topic after-rotation" in served.log_file.read_text()
+    assert "listening on" in rotated.read_text()
+    assert "after-rotation" not in rotated.read_text()

@@ -9,6 +9,7 @@ import logging
 import resource
 import sys
 from collections.abc import Iterator, Sequence
+from logging.handlers import WatchedFileHandler
 from typing import TYPE_CHECKING
 
 import click
@@ -65,7 +66,8 @@ def _broker_log(verbose: bool, log_file: str | None) -> Iterator[None]:
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file is not None:
         try:
-            handlers.append(logging.FileHandler(log_file, mode="a", encoding="utf-8"))
+            # Reopened when logrotate (or anyone) moves or deletes it, as a daemon's log is.
+            handlers.append(WatchedFileHandler(log_file, mode="a", encoding="utf-8"))
         except OSError as exc:
             raise CliError(
                 f"cannot open the log file {log_file}: {exc.strerror or exc}", EXIT_USAGE
@@ -151,7 +153,8 @@ async def _serve(broker: Broker) -> None:
     "--log-file",
     metavar="PATH",
     type=click.Path(dir_okay=False, path_type=str),
-    help="Append the broker's log to PATH too (the same lines as on stderr).",
+    help="Append the broker's log to PATH too (the same lines as on stderr); reopened when "
+    "moved or deleted (logrotate).",
 )
 @click.pass_context
 def serve(

@@ -15,10 +15,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 # The broker's end-to-end tests also drive Debian's kcat (librdkafka 2.0.2, the oldest client the
-# broker must serve) and seed 000's kcat | gawk script. apt-get needs root, so only then install
+# broker must serve), seed 000's kcat | gawk script and the docs' curl examples. apt-get needs root, so only then install
 # what is missing; anywhere else those tests skip. Never fail the setup because of them.
 missing_tools=""
-for tool in kcat gawk; do
+for tool in kcat gawk curl; do
     command -v "$tool" >/dev/null || missing_tools="$missing_tools $tool"
 done
 if [ -n "$missing_tools" ]; then

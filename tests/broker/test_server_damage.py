@@ -77,6 +77,7 @@ def test_fetch_of_a_damaged_batch_is_corrupt_message_for_that_partition_only(
 def test_quarantined_ranges_are_counted_in_the_metrics(tmp_path: Path) -> None:
     from compactlog.broker.metrics import BrokerMetrics, render
     from compactlog.log_manager import LogManager
+    from tests.broker.test_server_limits import _samples
 
     data = tmp_path / "data"
     with LogManager.open(data) as manager:
@@ -86,7 +87,8 @@ def test_quarantined_ranges_are_counted_in_the_metrics(tmp_path: Path) -> None:
     with open(data / "q-1" / "00000000000000000000.log", "ab") as f:
         f.write(b"\x07" * 41)  # garbage after the last batch
     with LogManager.open(data) as manager:
-        lines = render(BrokerMetrics(), manager).splitlines()
-    assert 'compactlog_log_quarantined_ranges{topic="q",partition="1"} 1' in lines
-    assert 'compactlog_log_quarantined_bytes{topic="q",partition="1"} 41' in lines
-    assert 'compactlog_log_quarantined_ranges{topic="q",partition="0"} 0' in lines
+        text = render(BrokerMetrics(), manager)
+    samples = _samples(text)
+    assert samples['compactlog_log_quarantined_ranges{topic="q",partition="1"}'] == 1
+    assert samples['compactlog_log_quarantined_bytes{topic="q",partition="1"}'] == 41
+    assert samples['compactlog_log_quarantined_ranges{topic="q",partition="0"}'] == 0

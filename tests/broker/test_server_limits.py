@@ -10,6 +10,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -203,6 +204,7 @@ def test_metrics_endpoint(tmp_path: Path) -> None:
     lines = text.splitlines()
     for line in lines:
         assert line.startswith("# ") or _SAMPLE.match(line), line
+    samples = _samples(text)
     for expected in (
         'kafka_network_requestmetrics_requests_total{request="Produce"} 1',
         'kafka_network_requestmetrics_requests_total{request="Fetch"} 1',
@@ -216,11 +218,39 @@ def test_metrics_endpoint(tmp_path: Path) -> None:
         "# TYPE kafka_log_logcleaner_max_buffer_utilization_percent gauge",
         "# TYPE kafka_log_logcleaner_deadthreadcount gauge",
     ):
-        assert expected in lines, expected
-    bytes_in = next(
-        line for line in lines if line.startswith("kafka_server_brokertopicmetrics_bytesin")
-    )
-    assert int(bytes_in.split()[1]) == len(data)
+        if expected.startswith("#"):
+            assert expected in lines, expected
+        else:  # prometheus_client writes 1 as 1.0: compare the numbers
+            sample, value = expected.rsplit(" ", 1)
+            assert samples.get(sample) == float(value), expected
+    assert samples["kafka_server_brokertopicmetrics_bytesin_total"] == len(data)
+
+
+class _Samples(dict[str, float]):
+    """``{'name{labels}': value}``, looked up whatever the order of the labels."""
+
+    def __getitem__(self, sample: str) -> float:
+        return super().__getitem__(_sorted_labels(sample))
+
+    def get(self, sample: str, default: Any = None) -> Any:  # type: ignore[override]
+        return super().get(_sorted_labels(sample), default)
+
+
+def _sorted_labels(sample: str) -> str:
+    name, brace, labels = sample.partition("{")
+    if not brace:
+        return sample
+    return name + "{" + ",".join(sorted(labels.rstrip("}").split(","))) + "}"
+
+
+def _samples(text: str) -> _Samples:
+    """Every sample line of a Prometheus text exposition (label values without commas)."""
+    samples = _Samples()
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            sample, value = line.rsplit(" ", 1)
+            samples[_sorted_labels(sample)] = float(value)
+    return samples
 
 
 def test_metrics_endpoint_survives_junk(tmp_path: Path) -> None:

@@ -118,4 +118,4 @@ def test_offline_log_answers_kafka_storage_error_until_reopened(
     ctx, logs = server.broker.ctx, server.broker.log_manager
     assert ctx is not None
     text = server.call(lambda: render(ctx.metrics, logs))
-    assert "\ncompactlog_broker_offline_logs 1\n" in text
+    assert "\ncompactlog_broker_offline_logs 1.0\n" in text  # prometheus_client's number format

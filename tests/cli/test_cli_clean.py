@@ -115,8 +115,8 @@ def test_clean_says_how_to_make_the_active_segment_cleanable(cli: Cli) -> None:
         "fruit-prices-0: nothing to clean: first dirty offset 0, first uncleanable offset 0 "
         "(active segment)",
         "fruit-prices-0: offsets 0 to 3 are in the active segment, which is never cleaned; to "
-        "make them cleanable, roll it ('compactlog roll fruit-prices -p 0', or the broker's "
-        "admin API while one runs) or let the log roll by itself: by time (segment.ms, now "
+        "make them cleanable, roll it ('compactlog roll fruit-prices -p 0'; add --admin-url "
+        "while a broker runs) or let the log roll by itself: by time (segment.ms, now "
         "604800000) or by size (segment.bytes, now 1073741824)",
     ]
     roll(cli, "fruit-prices")

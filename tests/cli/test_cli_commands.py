@@ -33,7 +33,7 @@ def test_every_command_is_listed() -> None:
         "spark", "spark compact", "spark pipeline", "spark report", "spark snapshot",
         "spark workload", "salvage", "quarantine", "quarantine list", "quarantine show",
         "quarantine delete", "groups", "groups list", "groups describe",
-        "groups reset-offsets", "groups delete", "delete-records",
+        "groups reset-offsets", "groups delete", "delete-records", "roll",
     }  # fmt: skip
 
 

@@ -60,6 +60,7 @@ from typing import NamedTuple, cast
 from compactlog.broker.context import BrokerContext, CloseConnection, Peer
 from compactlog.broker.handlers.dispatch import api_versions_error_frame, handler_for
 from compactlog.broker.handlers.metadata import GROUP_API_KEYS
+from compactlog.broker.refusals import refusal_level, refusal_line, response_errors
 from compactlog.errors import ProtocolError
 from compactlog.protocol import (
     API_NAMES,
@@ -68,6 +69,7 @@ from compactlog.protocol import (
     MalformedRequestError,
     Request,
     RequestHeader,
+    Struct,
     UnsupportedRequestError,
     decode_request,
     encode_response,
@@ -372,11 +374,21 @@ class Connection(asyncio.Protocol):
                 name, header.api_version, header.correlation_id, self.host, self.port,
             )  # fmt: skip
             return self._fail(f"{name} failed (a bug; see the traceback above)", logging.DEBUG)
+        if body is not None and header.api_key != ApiKey.PRODUCE:  # produce logs its own
+            self._log_refusals(name, header, body)
         ok = True
         if response is not None:
             ok = await self._write(response)
         ctx.metrics.record_request(name, (time.monotonic() - started) * 1000)
         return ok
+
+    def _log_refusals(self, name: str, header: RequestHeader, body: Struct) -> None:
+        for where, code, message in response_errors(body):
+            line = refusal_line(
+                name, header.correlation_id, header.client_id or "", self.host, self.port,
+                where, code, message,
+            )  # fmt: skip
+            self.ctx.refusal_log.log(refusal_level(code), "%s", line)
 
     async def _write(self, frame: bytes | bytearray) -> bool:
         transport = self._transport

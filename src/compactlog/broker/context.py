@@ -20,6 +20,7 @@ from typing import NamedTuple
 from compactlog.broker.coordinator.service import GroupCoordinator
 from compactlog.broker.metrics import BrokerMetrics
 from compactlog.broker.node_state import NODE_ID, ProducerIdManager
+from compactlog.broker.refusals import REFUSALS_PER_SECOND
 from compactlog.broker.settings import BrokerSettings
 from compactlog.storage.store import Store
 
@@ -135,6 +136,10 @@ class BrokerContext:
     waiters: AppendWaiters = field(default_factory=AppendWaiters)
     #: Where connections log why they were closed (rate-limited).
     close_log: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(logger))
+    #: Where refused requests are logged (rate-limited; :mod:`compactlog.broker.refusals`).
+    refusal_log: RateLimitedLog = field(
+        default_factory=lambda: RateLimitedLog(logger, per_second=REFUSALS_PER_SECOND)
+    )
     #: Set when the broker stops: long polls answer at once, delayed group responses end.
     stopping: bool = False
     #: Called after every group request, so the coordinator's timer re-arms for its deadline.

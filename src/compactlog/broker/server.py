@@ -48,12 +48,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from compactlog.broker.admin import AdminRoutes
 from compactlog.broker.connection import Connection
 from compactlog.broker.context import BrokerContext
 from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from compactlog.broker.coordinator.service import GroupCoordinator
 from compactlog.broker.limits import SHUTDOWN_GRACE_S, UNSERVED_EVICT_AFTER_S, Limits
-from compactlog.broker.metrics import MetricsServer, render
+from compactlog.broker.metrics import MetricsServer, read_figures
 from compactlog.broker.node_state import ProducerIdManager, load_cluster_id
 from compactlog.broker.settings import BrokerSettings
 from compactlog.errors import ConfigError
@@ -132,7 +133,9 @@ class Broker:
     host's fully qualified name). ``config``: Kafka broker settings by name
     (:mod:`compactlog.broker.settings`). ``clock``: epoch milliseconds for every time decision of
     the store; the group coordinator reads it once at start and then counts on the monotonic
-    clock (:func:`steady_clock`). ``metrics_listen``: where to serve ``GET /metrics``.
+    clock (:func:`steady_clock`). ``metrics_listen``: where to serve ``GET /metrics`` and the
+    admin routes (:mod:`compactlog.broker.admin`), which answer loopback clients only unless
+    ``admin_allow_remote``.
     """
 
     def __init__(
@@ -144,8 +147,10 @@ class Broker:
         config: Mapping[str, Any] | None = None,
         clock: Callable[[], int] | None = None,
         metrics_listen: tuple[str, int] | None = None,
+        admin_allow_remote: bool = False,
     ) -> None:
         self.data_dir = os.fspath(data_dir)
+        self.admin_allow_remote = admin_allow_remote
         self.listen = listen
         self.advertise = advertise
         self.config: dict[str, Any] = dict(config or {})
@@ -245,7 +250,8 @@ class Broker:
         self.host, self.port = str(bound[0]), int(bound[1])
         ctx.host, ctx.port = self._advertised()
         if self.metrics_listen is not None:
-            self._metrics_server = MetricsServer(lambda: render(ctx.metrics, logs))
+            admin = AdminRoutes(lambda: self.store, allow_remote=self.admin_allow_remote)
+            self._metrics_server = MetricsServer(lambda: read_figures(ctx.metrics, logs), admin)
             await self._metrics_server.start(*self.metrics_listen)
             self.metrics_port = self._metrics_server.port
         logger.info(
@@ -253,6 +259,14 @@ class Broker:
             self.host, self.port, ctx.host, ctx.port, store.path, cluster_id,
             "" if self.metrics_port is None else f", metrics on port {self.metrics_port}",
         )  # fmt: skip
+        if self.metrics_listen is not None:
+            logger.info(
+                "admin routes (POST /v1/topics/T/partitions/P/roll) on port %d answer %s",
+                self.metrics_port,
+                "every client (--admin-allow-remote-unauthenticated: no authentication)"
+                if self.admin_allow_remote
+                else "loopback clients only",
+            )
 
     def _load_groups(self) -> GroupCoordinator:
         """Load the group coordinator (creating ``__consumer_offsets`` when missing) and start
@@ -570,7 +584,8 @@ class SignalStopper:
             "directory %s as after a crash",
             why, self._broker.data_dir,
         )  # fmt: skip
-        for handler in [*logger.handlers, *logging.getLogger().handlers]:
+        package = logging.getLogger("compactlog")  # where ``compactlog serve`` logs
+        for handler in [*logger.handlers, *package.handlers, *logging.getLogger().handlers]:
             with contextlib.suppress(Exception):
                 handler.flush()
         os._exit(self._exit_code)

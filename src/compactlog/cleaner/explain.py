@@ -438,8 +438,8 @@ def _nothing_cleanable(view: _View) -> str:
 def roll_hint(topic: str, partition: int, segment_ms: int, segment_bytes: int) -> str:
     """How to make records in the active segment cleanable."""
     return (
-        f"to make them cleanable, roll it ('compactlog roll {topic} -p {partition}', or the "
-        "broker's admin API while one runs) or let the log roll by itself: by time "
+        f"to make them cleanable, roll it ('compactlog roll {topic} -p {partition}'; add "
+        "--admin-url while a broker runs) or let the log roll by itself: by time "
         f"(segment.ms, now {segment_ms}) or by size (segment.bytes, now {segment_bytes})"
     )
 

@@ -3,9 +3,11 @@ kafka-log-dirs, and a checker Kafka does not have)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Sequence
 
@@ -19,11 +21,21 @@ from compactlog.cli.common import (
     CliError,
     library_error,
     one_line,
-    open_store,
+    open_files,
     state,
 )
 from compactlog.errors import CompactlogError
-from compactlog.storage.inspect import dump_log_file, verify_data_dir
+from compactlog.storage.inspect import (
+    LIVE_ATTEMPTS,
+    LOG_SUFFIX,
+    Log,
+    dump_log_file,
+    live_retry_delay,
+    lock_holder,
+    partition_dir_name,
+    verify_data_dir,
+)
+from compactlog.storage.readonly import ReadOnlyDataDir
 
 
 @click.command("dump-log")
@@ -73,12 +85,35 @@ def dump_log(ctx: click.Context, files: Sequence[str], print_data_log: bool) -> 
         ctx.exit(max(error.exit_code for error in failed))
 
 
+def _live_log(files: ReadOnlyDataDir, topic: str, partition: int) -> Log | None:
+    """The partition's log, read-only; None when it has no segment file. While a process holds
+    the directory, the broker may be replacing segments (the cleaner's swap, retention): a
+    segment that vanished between the listing and the opening is looked for again."""
+    attempts = LIVE_ATTEMPTS if lock_holder(files.path) is not None else 1
+    for attempt in range(attempts):
+        try:
+            return files.log(topic, partition)
+        except CompactlogError:
+            if attempt < attempts - 1:
+                time.sleep(live_retry_delay(attempt))
+                continue
+            directory = os.path.join(files.path, partition_dir_name(topic, partition))
+            with contextlib.suppress(OSError):
+                if not any(n.endswith(LOG_SUFFIX) for n in os.listdir(directory)):
+                    return None
+            raise
+    return None
+
+
 @click.command("log-dirs")
 @click.option("--json", "as_json", is_flag=True, help="kafka-log-dirs' JSON instead of a table.")
 @click.pass_context
 def log_dirs(ctx: click.Context, as_json: bool) -> None:
     """Size of every partition in the data directory, and the total (like kafka-log-dirs
     --describe, whose JSON layout --json follows).
+
+    Reads the files without the lock and writes nothing, so it also works while a broker
+    (compactlog serve) holds the directory: figures as of the moment each partition is read.
 
     \b
     Example:
@@ -88,20 +123,24 @@ def log_dirs(ctx: click.Context, as_json: bool) -> None:
     Exit codes: 0 success, 2 no data directory, 3 storage error.
     """
     rows = []
-    with open_store(ctx) as store:
-        for topic in store.topics():
-            for partition in range(store.partitions(topic)):
-                segments = store.segments(topic, partition)
+    with open_files(ctx) as files:
+        for topic in files.topics():
+            for partition in range(files.partitions(topic)):
+                log = _live_log(files, topic, partition)
+                if log is None:  # no segment file yet: the store creates one at open
+                    rows.append((f"{topic}-{partition}", 0, 0, 0, 0))
+                    continue
+                segments = log.segments()
                 rows.append(
                     (
                         f"{topic}-{partition}",
                         sum(s.size for s in segments),
                         len(segments),
-                        store.log_start_offset(topic, partition),
-                        store.log_end_offset(topic, partition),
+                        log.log_start_offset,
+                        log.log_end_offset,
                     )
                 )
-        path = store.path
+        path = files.path
     if as_json:
         doc = {
             "version": 1,
@@ -143,10 +182,11 @@ def verify(ctx: click.Context, notes: bool) -> None:
 
     Each problem is printed as "<path>: position N: <what>", then a summary line. Notes
     (foreign files, leftovers the loader cleans up, an unclean shutdown) are not problems.
-    No store is opened, so nothing is recovered or rewritten. Run it on a directory no store
-    has open. After a crash (no clean-shutdown marker) the last segment's pre-allocated index
-    space is a note: the next open rebuilds those indexes. A Kafka log directory's own files
-    and its KRaft metadata log (__cluster_metadata-0) are left alone.
+    No store is opened and no lock taken, so nothing is recovered or rewritten, and it works
+    on a directory a broker holds: the active segments' pre-allocated index space is then
+    expected (one note). After a crash (no clean-shutdown marker) the last segment's
+    pre-allocated index space is a note: the next open rebuilds those indexes. A Kafka log
+    directory's own files and its KRaft metadata log (__cluster_metadata-0) are left alone.
 
     \b
     Example:

@@ -35,6 +35,7 @@ from compactlog.cli.delete_records import delete_records
 from compactlog.cli.files import dump_log, log_dirs, verify
 from compactlog.cli.groups import groups
 from compactlog.cli.produce import produce
+from compactlog.cli.roll import roll
 from compactlog.cli.serve import serve
 from compactlog.cli.spark import spark_group
 from compactlog.cli.topics import configs, topics
@@ -255,7 +256,7 @@ for command in (dump_log, log_dirs, verify):
     main.add_command(command)
 for command in (clean, cleaner_status_command, explain, spark_group, serve):
     main.add_command(command)
-for command in (salvage, quarantine):
+for command in (salvage, quarantine, roll):
     main.add_command(command)
 
 

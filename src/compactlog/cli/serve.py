@@ -9,6 +9,7 @@ import logging
 import resource
 import sys
 from collections.abc import Iterator, Sequence
+from logging.handlers import WatchedFileHandler
 from typing import TYPE_CHECKING
 
 import click
@@ -50,23 +51,46 @@ def _raise_open_files_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+#: Kafka's log4j layout (``[%d] %p %m (%c)%n``): the time, the level, the message, the logger.
+LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+
+
 @contextlib.contextmanager
-def _broker_log(verbose: bool) -> Iterator[None]:
-    """The broker's log lines (listening, refused connections, created topics, stopping) on
-    stderr with a timestamp, at INFO (DEBUG with --verbose)."""
-    broker_logger = logging.getLogger("compactlog.broker")
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    saved = broker_logger.level, broker_logger.propagate
-    broker_logger.addHandler(handler)
-    broker_logger.setLevel(logging.DEBUG if verbose else logging.INFO)
-    broker_logger.propagate = False
+def _broker_log(verbose: bool, log_file: str | None) -> Iterator[None]:
+    """The broker's, the cleaner's and the storage layer's log lines (listening, refused
+    connections and requests, created topics, the cleaner's summaries, recovery, stopping) on
+    stderr and, with ``--log-file``, appended to that file too, in Kafka's layout, at INFO
+    (DEBUG with --verbose)."""
+    package_logger = logging.getLogger("compactlog")
+    formatter = logging.Formatter(LOG_FORMAT)
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file is not None:
+        try:
+            # Reopened when logrotate (or anyone) moves or deletes it, as a daemon's log is.
+            handlers.append(WatchedFileHandler(log_file, mode="a", encoding="utf-8"))
+        except OSError as exc:
+            raise CliError(
+                f"cannot open the log file {log_file}: {exc.strerror or exc}", EXIT_USAGE
+            ) from exc
+    # The CLI's own "warning: ..." handler is set aside while the broker logs: one line each.
+    saved = package_logger.level, package_logger.propagate, package_logger.handlers[:]
+    for handler in saved[2]:
+        package_logger.removeHandler(handler)
+    for handler in handlers:
+        handler.setFormatter(formatter)
+        package_logger.addHandler(handler)
+    package_logger.setLevel(logging.DEBUG if verbose else logging.INFO)
+    package_logger.propagate = False
     try:
         yield
     finally:
-        broker_logger.removeHandler(handler)
-        broker_logger.setLevel(saved[0])
-        broker_logger.propagate = saved[1]
+        for handler in handlers:
+            package_logger.removeHandler(handler)
+            handler.close()
+        for handler in saved[2]:
+            package_logger.addHandler(handler)
+        package_logger.setLevel(saved[0])
+        package_logger.propagate = saved[1]
 
 
 async def _serve(broker: Broker) -> None:
@@ -106,7 +130,16 @@ async def _serve(broker: Broker) -> None:
     "--metrics",
     "metrics",
     metavar="HOST:PORT",
-    help="Serve Prometheus metrics at http://HOST:PORT/metrics.",
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics, and the admin routes "
+    "(POST /v1/topics/T/partitions/P/roll, used by 'compactlog roll --admin-url') to "
+    "loopback clients.",
+)
+@click.option(
+    "--admin-allow-remote-unauthenticated",
+    "admin_allow_remote",
+    is_flag=True,
+    help="Let clients other than loopback ones use the admin routes. They have no "
+    "authentication: anyone who reaches the --metrics port can then roll segments.",
 )
 @click.option(
     "--config",
@@ -116,6 +149,13 @@ async def _serve(broker: Broker) -> None:
     help="A broker setting by Kafka's name (message.max.bytes, auto.create.topics.enable, "
     "log.cleaner.threads, group.initial.rebalance.delay.ms, ...); repeatable.",
 )
+@click.option(
+    "--log-file",
+    metavar="PATH",
+    type=click.Path(dir_okay=False, path_type=str),
+    help="Append the broker's log to PATH too (the same lines as on stderr); reopened when "
+    "moved or deleted (logrotate).",
+)
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -123,6 +163,8 @@ def serve(
     advertise: str | None,
     metrics: str | None,
     configs: Sequence[str],
+    admin_allow_remote: bool,
+    log_file: str | None,
 ) -> None:
     """Run a single-node Kafka broker over the data directory, with the log cleaner.
 
@@ -135,7 +177,12 @@ def serve(
     Example:
       compactlog --data-dir /var/lib/compactlog serve --listen 0.0.0.0:9092 \\
           --advertise broker1.example.com:9092 --metrics 127.0.0.1:9308 \\
-          --config log.cleaner.threads=2 --config auto.create.topics.enable=false
+          --config log.cleaner.threads=2 --config auto.create.topics.enable=false \\
+          --log-file /var/log/compactlog/server.log
+
+    The log (stderr, and --log-file appended) is Kafka's layout, "[time] LEVEL message
+    (logger)": where it listens, the cleaner's summary of every cleaning, every refused request
+    with Kafka's error name, the client and the partition, recovery and stopping.
 
     A request that keeps the broker busy for 5 s after the signal, or a second signal, ends the
     process at once without a clean shutdown (the next start recovers, as after a crash).
@@ -147,6 +194,11 @@ def serve(
     from compactlog.broker.server import Broker, new_event_loop  # noqa: PLC0415 - see DEFAULT_LISTEN
 
     data_dir = state(ctx).require_data_dir()
+    if admin_allow_remote and metrics is None:
+        raise click.UsageError(
+            "--admin-allow-remote-unauthenticated needs --metrics HOST:PORT (the admin routes "
+            "are served there)"
+        )
     listen_address = _address(listen, "--listen")
     assert listen_address is not None
     try:
@@ -159,7 +211,11 @@ def serve(
         advertise=_address(advertise, "--advertise"),
         config=config,
         metrics_listen=_address(metrics, "--metrics"),
+        admin_allow_remote=admin_allow_remote,
     )
     _raise_open_files_limit()
-    with _broker_log(state(ctx).verbose), asyncio.Runner(loop_factory=new_event_loop) as runner:
+    with (
+        _broker_log(state(ctx).verbose, log_file),
+        asyncio.Runner(loop_factory=new_event_loop) as runner,
+    ):
         runner.run(_serve(broker))

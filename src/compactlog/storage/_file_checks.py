@@ -93,6 +93,82 @@ def _file_offset(path: str) -> int | None:
 
 
 # --------------------------------------------------------------------------------------------
+# Is a process holding the data directory?
+
+#: The data directory's lock file (``compactlog.storage.datadir.LOCK_FILE``, a module of this
+#: layer, which this one may not import; a test keeps the two equal).
+DATA_DIR_LOCK_FILE: Final = ".lock"
+_PROC_LOCKS: Final = "/proc/locks"
+
+
+def lock_holder(data_dir: str) -> int | None:
+    """The id of the process that holds ``data_dir``'s lock (a broker, the CLI or a job has the
+    directory open), or None: no lock file, nobody holds it, or no ``/proc/locks`` to tell.
+
+    Read from ``/proc/locks`` (Linux): trying the lock instead would take it for a moment, and a
+    broker starting at that moment would find its directory "in use"."""
+    try:
+        st = os.stat(os.path.join(data_dir, DATA_DIR_LOCK_FILE))
+        with open(_PROC_LOCKS, encoding="ascii", errors="replace") as f:
+            table = f.read()
+    except OSError:
+        return None
+    wanted = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    for line in table.splitlines():
+        # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:10281017 0 EOF"; a waiter's line has "->".
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "FLOCK" or "->" in fields:
+            continue
+        device = fields[5].split(":")
+        try:
+            if (
+                len(device) == 3
+                and (int(device[0], 16), int(device[1], 16), int(device[2])) == wanted
+            ):
+                return int(fields[4])
+        except ValueError:
+            continue
+    return None
+
+
+#: A file of a live directory that shows a problem is read again this many times in all, after
+#: :func:`live_retry_delay`: the broker may be appending, rolling (a new segment's indexes being
+#: sized, the old one's trimmed) or cleaning while it is read, and what is only in passing is
+#: gone on a later look. The looks span 0.75 s at most.
+LIVE_ATTEMPTS: Final = 5
+LIVE_RETRY_S: Final = 0.05
+
+
+def live_retry_delay(attempt: int) -> float:
+    """Seconds before look ``attempt + 1``: 0.05, 0.1, 0.2, 0.4."""
+    return float(LIVE_RETRY_S * 2**attempt)
+
+
+def in_live_dir(path: str) -> bool:
+    """Whether ``path``, a file of a partition directory, is in a data directory a process
+    holds (:func:`lock_holder`)."""
+    partition_dir = os.path.dirname(os.path.abspath(path))
+    return lock_holder(os.path.dirname(partition_dir)) is not None
+
+
+def is_live_active_segment_file(path: str) -> bool:
+    """Whether ``path`` (a segment's ``.log`` or index file) belongs to the last segment of its
+    partition directory while a process holds the data directory: the active segment, being
+    appended to, whose indexes Kafka and compactlog pre-allocate (``segment.index.bytes``),
+    zero-filled beyond their entries."""
+    base = _file_offset(path)
+    partition_dir = os.path.dirname(os.path.abspath(path))
+    if base is None or not in_live_dir(path):
+        return False
+    try:
+        names = os.listdir(partition_dir)
+    except OSError:
+        return False
+    bases = [_file_offset(n) for n in names if n.endswith(".log")]
+    return base == max((b for b in bases if b is not None), default=None)
+
+
+# --------------------------------------------------------------------------------------------
 # Walking the batches of a .log file: the one walk, with its stop recorded
 
 

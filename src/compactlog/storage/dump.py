@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Final
 
 from compactlog.errors import (
@@ -35,6 +36,7 @@ from compactlog.storage._file_checks import (
     _STATE_SUFFIXES,
     _TIME_ENTRY,
     CHECKPOINT_FILES,
+    LIVE_ATTEMPTS,
     TXN_ENTRY_SIZE,
     _crc_problem,
     _file_offset,
@@ -43,8 +45,12 @@ from compactlog.storage._file_checks import (
     _read_index_entries,
     _ReadOnlyFile,
     _walk,
+    in_live_dir,
+    is_live_active_segment_file,
+    live_retry_delay,
 )
 from compactlog.storage._segment_checks import (
+    Problem,
     _check_offset_index,
     _check_time_index,
     _scan_segment,
@@ -167,12 +173,30 @@ def _record_lines(batch: FileBatch, print_data: bool) -> Iterator[str]:
         yield line
 
 
+def _settled(dump: Callable[[str], Iterator[str]], path: str) -> Iterator[str]:
+    """``dump(path)``; in a live directory, a dump that finds a problem is taken again (up to
+    ``LIVE_ATTEMPTS`` looks) before the problem counts: the broker may be rolling or trimming the
+    file while it is read. Only the last look streams its lines; the others are held back."""
+    if in_live_dir(path):
+        for attempt in range(LIVE_ATTEMPTS - 1):
+            try:
+                lines = list(dump(path))
+            except CompactlogError:
+                time.sleep(live_retry_delay(attempt))
+                continue
+            yield from lines
+            return
+    yield from dump(path)
+
+
 def _dump_log(path: str, print_data: bool) -> Iterator[str]:
     base = _file_offset(path)
     if base is not None:
         yield f"Log starting offset: {base}"
     problems: list[str] = []
     end = WalkEnd()
+    # A live broker's active segment may end in a batch being written: a reader stops there.
+    appending = is_live_active_segment_file(path)
     with _ReadOnlyFile(path) as file:
         for batch in _walk(file, end):
             problem = _crc_problem(batch) or _header_problem(batch.header)
@@ -185,6 +209,8 @@ def _dump_log(path: str, print_data: bool) -> Iterator[str]:
                 yield from _record_lines(batch, print_data)
             except CorruptRecordError as exc:
                 problems.append(f"position {batch.position}: records cannot be decoded: {exc}")
+        if end.problem is not None and end.torn and appending:
+            end.problem = None  # the batch being written, not a torn tail
         if end.problem is not None and end.torn:
             # Kafka's printTrailingBytes.
             name = os.path.basename(path)
@@ -209,6 +235,12 @@ def _neighbour(path: str, suffix: str) -> str | None:
     return candidate if os.path.isfile(candidate) else None
 
 
+def _zero_tail(path: str) -> list[Problem] | None:
+    """Where the zero entries ending an index go: a live active segment's pre-allocated space is
+    expected (set aside, not reported); anywhere else they are a problem (None)."""
+    return [] if is_live_active_segment_file(path) else None
+
+
 def _dump_offset_index(path: str) -> Iterator[str]:
     base = _file_offset(path) or 0
     entries, length, zeros = _read_index_entries(path, _OFFSET_ENTRY)
@@ -222,7 +254,7 @@ def _dump_offset_index(path: str) -> Iterator[str]:
     scan = _scan_segment(log_path, base) if log_path else None
     problems = [
         p.message if p.position is None else f"position {p.position}: {p.message}"
-        for p in _check_offset_index(path, base, entries, length, scan, zeros)
+        for p in _check_offset_index(path, base, entries, length, scan, zeros, _zero_tail(path))
     ]
     _raise_problems(path, problems, CompactlogError)
 
@@ -239,7 +271,7 @@ def _dump_time_index(path: str) -> Iterator[str]:
     scan = _scan_segment(log_path, base) if log_path else None
     problems = [
         p.message if p.position is None else f"position {p.position}: {p.message}"
-        for p in _check_time_index(path, base, entries, length, scan, zeros)
+        for p in _check_time_index(path, base, entries, length, scan, zeros, _zero_tail(path))
     ]
     _raise_problems(path, problems, CompactlogError)
 
@@ -314,9 +346,9 @@ def dump_log_file(path: str, *, print_data_log: bool = True) -> Iterator[str]:
     if kind == LOG_SUFFIX:
         return _dump_log(path, print_data_log)
     if kind == INDEX_SUFFIX:
-        return _dump_offset_index(path)
+        return _settled(_dump_offset_index, path)
     if kind == TIME_INDEX_SUFFIX:
-        return _dump_time_index(path)
+        return _settled(_dump_time_index, path)
     if kind == TXN_INDEX_SUFFIX:
         return _dump_txn_index(path)
     if kind == SNAPSHOT_SUFFIX:

@@ -843,9 +843,13 @@ class Store:
             topic, partition, [record], timestamp=timestamp, compression=compression
         )
 
-    def roll(self, topic: str, partition: int) -> None:
-        """Start a new active segment at the log end offset."""
-        self.log(topic, partition).roll()
+    def roll(self, topic: str, partition: int) -> bool:
+        """Start a new active segment at the log end offset, as Kafka's ``UnifiedLog.roll``, so
+        that the records of the one before it become cleanable. False when the active segment
+        is empty: it already starts at the log end offset, and nothing changes."""
+        log = self.log(topic, partition)
+        before = log.local_log.active_segment
+        return log.roll() is not before
 
     # --- reads --------------------------------------------------------------------------------
     def read(self, topic: str, partition: int, offset: int = 0) -> Iterator[Record]:

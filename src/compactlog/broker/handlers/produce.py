@@ -48,6 +48,7 @@ import struct
 
 from compactlog import errors as codes
 from compactlog.broker.context import BrokerContext, CloseConnection, Peer
+from compactlog.broker.refusals import produce_refusal_level, refusal_line
 from compactlog.errors import (
     CompactlogError,
     InvalidRecordError,
@@ -166,11 +167,35 @@ def _record_errors(index: int, exc: InvalidRecordError, log_start_offset: int) -
     )
 
 
+def _log_refused(
+    ctx: BrokerContext,
+    request: Request,
+    peer: Peer,
+    where: str,
+    code: int,
+    reason: str,
+    level: int | None = None,
+) -> None:
+    """The refusal's line, at Kafka's level (:mod:`compactlog.broker.refusals`)."""
+    line = refusal_line(
+        "Produce", request.header.correlation_id, peer.client_id, peer.host, peer.port,
+        where, code, reason,
+    )  # fmt: skip
+    ctx.refusal_log.log(produce_refusal_level(code) if level is None else level, "%s", line)
+
+
 def _produce_partition(
-    ctx: BrokerContext, topic: str, index: int, records: bytes | None, version: int
+    ctx: BrokerContext,
+    request: Request,
+    peer: Peer,
+    topic: str,
+    index: int,
+    records: bytes | None,
 ) -> Struct:
     store = ctx.store
     metrics = ctx.metrics
+    version = request.api_version
+    where = f" on partition {topic}-{index}"
     try:
         try:
             log = store.log(topic, index)
@@ -181,13 +206,12 @@ def _produce_partition(
         assert records is not None
         info = store.append_batch_info(topic, index, records)
     except _RecordsRefused as exc:
-        logger.debug("produce to %s-%d refused: %s", topic, index, exc)
+        _log_refused(ctx, request, peer, where, exc.error_code, str(exc))
         metrics.failed_produce_partitions += 1
         return _partition_error(index, exc.error_code)
     except CompactlogError as exc:
-        level = logging.WARNING if isinstance(exc, StorageError) else logging.DEBUG
-        logger.log(level, "produce to %s-%d failed (%s): %s", topic, index,
-                   error_name(exc.error_code), exc)  # fmt: skip
+        level = logging.WARNING if isinstance(exc, StorageError) else None
+        _log_refused(ctx, request, peer, where, exc.error_code, str(exc), level)
         metrics.failed_produce_partitions += 1
         if isinstance(exc, InvalidRecordError) and exc.record_errors:
             return _record_errors(index, exc, log.log_start_offset)
@@ -207,7 +231,6 @@ def _produce_partition(
 
 async def handle_produce(ctx: BrokerContext, request: Request, peer: Peer) -> Struct | None:
     req = request.body
-    version = request.api_version
     refusal: int | None = None
     if req.acks not in VALID_ACKS:
         refusal = codes.INVALID_REQUIRED_ACKS
@@ -219,10 +242,16 @@ async def handle_produce(ctx: BrokerContext, request: Request, peer: Peer) -> St
         for data in topic.partition_data:
             if refusal is not None:
                 ctx.metrics.failed_produce_partitions += 1
+                where = f" on partition {topic.name}-{data.index}"
+                if refusal == codes.INVALID_REQUIRED_ACKS:
+                    reason = f"acks={req.acks}: must be -1, 0 or 1"
+                else:
+                    reason = "a transactional id: compactlog has no transactions"
+                _log_refused(ctx, request, peer, where, refusal, reason)
                 partitions.append(_partition_error(data.index, refusal))
             else:
                 partitions.append(
-                    _produce_partition(ctx, topic.name, data.index, data.records, version)
+                    _produce_partition(ctx, request, peer, topic.name, data.index, data.records)
                 )
         responses.append({"name": topic.name, "partition_responses": partitions})
     if req.acks == 0:

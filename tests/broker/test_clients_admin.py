@@ -408,3 +408,38 @@ def test_confluent_all_topics_metadata_against_compactlog_serve(
         consumer.close()
     assert served.alive()
     assert "malformed" not in served.log_path.read_text(), served.log_tail()
+
+
+@needs_confluent
+def test_offsets_by_timestamp_agree_while_the_broker_appends(broker: Any) -> None:
+    """ListOffsets (confluent-kafka's offsets_for_times), a read-only view of the directory the
+    broker holds, and ``consume -o s@MS`` in local mode find the same first offset at or after
+    each timestamp, the latest batch's (not yet in any time index) included."""
+    from click.testing import CliRunner
+    from confluent_kafka import Consumer, TopicPartition
+
+    from compactlog.cli.main import main
+    from compactlog.storage.readonly import ReadOnlyDataDir
+
+    create_topic(broker, "ts", 1, {"segment.bytes": 1500, "index.interval.bytes": 300})
+    future = (time.time_ns() // 1_000_000 // 1000) * 1000 + 30 * 86_400_000
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ts"})
+    path = broker.broker.store.path
+    try:
+        for b in range(30):
+            append(broker, "ts", 0, [(b"k", b"v" * 40), (b"l", b"w" * 40)], future + 10 * b)
+            if b % 6 and b != 29:
+                continue
+            for t, want in ((future - 1, 0), (future + 10 * b, 2 * b), (future + 10 * b + 1, -1)):
+                (net,) = consumer.offsets_for_times(
+                    [TopicPartition("ts", 0, t)], timeout=CLIENT_TIMEOUT_S
+                )
+                with ReadOnlyDataDir(path) as files:
+                    found = files.log("ts", 0).offset_for_timestamp(t)
+                args = ["--data-dir", path, "consume", "ts", "-o", f"s@{t}", "-c", "1"]
+                local = CliRunner().invoke(main, [*args, "-f", "%o"])
+                assert local.exit_code == 0, local.output
+                assert (net.offset, -1 if found is None else found[0]) == (want, want), (b, t)
+                assert local.stdout == ("" if want < 0 else str(want)), (b, t)
+    finally:
+        consumer.close()

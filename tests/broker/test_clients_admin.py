@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from tests.broker.helpers.clients import (
     needs_kcat,
 )
 from tests.broker.helpers.kcat import kcat
+from tests.broker.helpers.server import CliBroker
 from tests.broker.helpers.store import append, create_topic, log_start_offset, on_broker, topics
 
 
@@ -355,3 +358,88 @@ def test_kcat_metadata_lists_topics(broker: Any) -> None:
     assert {b["id"] for b in meta["brokers"]} == {
         p["leader"] for p in topics["listed"]["partitions"]
     }
+
+
+@needs_confluent
+def test_confluent_all_topics_metadata_against_compactlog_serve(
+    cli_broker: Callable[..., CliBroker],
+) -> None:
+    """librdkafka 2.16 sends 3 bytes after the body of an all-topics Metadata v13 request
+    (``AdminClient.list_topics()``, a regex subscription); the broker ignores them, as Kafka
+    does, rather than closing the connection."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    served = cli_broker({"num.partitions": 1}).start()
+    admin = AdminClient({"bootstrap.servers": served.bootstrap})
+    wanted = {"ta": 2, "tb": 1, "other": 1}
+    created = admin.create_topics([NewTopic(t, num_partitions=n) for t, n in wanted.items()])
+    for future in created.values():
+        _result(future)
+
+    listed = admin.list_topics(timeout=CLIENT_TIMEOUT_S)
+    assert {t: len(m.partitions) for t, m in listed.topics.items() if t in wanted} == wanted
+    assert all(m.error is None for m in listed.topics.values())
+
+    producer = Producer({"bootstrap.servers": served.bootstrap})
+    for topic in wanted:
+        producer.produce(topic, key=topic.encode(), value=b"v", partition=0)
+    assert producer.flush(CLIENT_TIMEOUT_S) == 0
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": served.bootstrap,
+            "group.id": "regex",
+            "auto.offset.reset": "earliest",
+            "topic.metadata.refresh.interval.ms": 500,
+        }
+    )
+    try:
+        consumer.subscribe(["^t.*"])
+        seen: set[str] = set()
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while seen != {"ta", "tb"} and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.add(msg.topic())
+        assert seen == {"ta", "tb"}
+        assert {tp.topic for tp in consumer.assignment()} == {"ta", "tb"}
+    finally:
+        consumer.close()
+    assert served.alive()
+    assert "malformed" not in served.log_path.read_text(), served.log_tail()
+
+
+@needs_confluent
+def test_offsets_by_timestamp_agree_while_the_broker_appends(broker: Any) -> None:
+    """ListOffsets (confluent-kafka's offsets_for_times), a read-only view of the directory the
+    broker holds, and ``consume -o s@MS`` in local mode find the same first offset at or after
+    each timestamp, the latest batch's (not yet in any time index) included."""
+    from click.testing import CliRunner
+    from confluent_kafka import Consumer, TopicPartition
+
+    from compactlog.cli.main import main
+    from compactlog.storage.readonly import ReadOnlyDataDir
+
+    create_topic(broker, "ts", 1, {"segment.bytes": 1500, "index.interval.bytes": 300})
+    future = (time.time_ns() // 1_000_000 // 1000) * 1000 + 30 * 86_400_000
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ts"})
+    path = broker.broker.store.path
+    try:
+        for b in range(30):
+            append(broker, "ts", 0, [(b"k", b"v" * 40), (b"l", b"w" * 40)], future + 10 * b)
+            if b % 6 and b != 29:
+                continue
+            for t, want in ((future - 1, 0), (future + 10 * b, 2 * b), (future + 10 * b + 1, -1)):
+                (net,) = consumer.offsets_for_times(
+                    [TopicPartition("ts", 0, t)], timeout=CLIENT_TIMEOUT_S
+                )
+                with ReadOnlyDataDir(path) as files:
+                    found = files.log("ts", 0).offset_for_timestamp(t)
+                args = ["--data-dir", path, "consume", "ts", "-o", f"s@{t}", "-c", "1"]
+                local = CliRunner().invoke(main, [*args, "-f", "%o"])
+                assert local.exit_code == 0, local.output
+                assert (net.offset, -1 if found is None else found[0]) == (want, want), (b, t)
+                assert local.stdout == ("" if want < 0 else str(want)), (b, t)
+    finally:
+        consumer.close()

@@ -120,10 +120,38 @@ def test_truncation_names_the_field() -> None:
         decode_request(frame[:15])
 
 
-def test_trailing_bytes_are_refused() -> None:
-    frame = request_frame(12, 1) + b"\x00"
-    with pytest.raises(MalformedRequestError, match="1 bytes left after the end of the message"):
-        decode_request(frame)
+def test_trailing_bytes_are_ignored_as_kafka_ignores_them() -> None:
+    frame = request_frame(12, 1)
+    plain = decode_request(frame)
+    padded = decode_request(frame + b"\x00\xff\x07")
+    assert padded.body == plain.body and padded.header == plain.header
+    assert (plain.trailing, padded.trailing) == (0, 3)
+
+
+#: librdkafka 2.16's all-topics Metadata v13 request, as AdminClient.list_topics() sent it
+#: (correlation id 4, client id "rdkafka"). It reserves 4 bytes for the topics count and, for a
+#: null array, writes only the first (0, null) without erasing the other 3 (librdkafka issue
+#: 5049); a Kafka broker reads the body from the first 4 bytes and ignores the last 3.
+LIBRDKAFKA_ALL_TOPICS_METADATA_V13 = bytes.fromhex(
+    "0003000d00000004000772646b61666b61"  # header: key 3, v13, correlation 4, "rdkafka"
+    "00"  # header tagged fields: none
+    "00"  # topics: null (all topics)
+    "00"  # allow_auto_topic_creation: read from the count's unerased bytes, so false
+    "00"  # include_topic_authorized_operations: false
+    "00"  # tagged fields: none
+    "010000"  # what librdkafka meant: allow_auto_topic_creation true, false, no tags
+)
+
+
+def test_librdkafka_all_topics_metadata_request_decodes_as_kafka_reads_it() -> None:
+    request = decode_request(LIBRDKAFKA_ALL_TOPICS_METADATA_V13)
+    assert (request.api_key, request.api_version) == (3, 13)
+    assert (request.header.correlation_id, request.header.client_id) == (4, "rdkafka")
+    body = request.body
+    assert body.topics is None
+    assert body.allow_auto_topic_creation is False
+    assert body.include_topic_authorized_operations is False
+    assert request.trailing == 3
 
 
 # --- lengths and counts -----------------------------------------------------------------------

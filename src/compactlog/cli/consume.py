@@ -224,21 +224,13 @@ def _local_log(view: ReadOnlyDataDir, topic: str, partition: int) -> Log | None:
 
 
 def _by_timestamp(log: Log) -> Callable[[int], int | None]:
-    """The first offset with a timestamp >= ms, found by walking the batch headers.
-
-    Not ``Log.offset_for_timestamp``: a read-only log does not load its active segment's time
-    index (a live broker may have pre-allocated it), so that segment's records would be missed.
-    """
+    """The first offset with a timestamp >= ms: ``Log.offset_for_timestamp``, as the broker's
+    ListOffsets answers ``s@MS`` in network mode (a control record's offset included: the read
+    from there skips it)."""
 
     def find(ms: int) -> int | None:
-        for batch in log.iter_batches(log.log_start_offset, verify_crc=False):
-            header = batch.header
-            if header.is_control or header.max_timestamp < ms:
-                continue
-            for r in decode_columns(batch.data).to_records():
-                if r.timestamp >= ms and r.offset >= log.log_start_offset:
-                    return int(r.offset)
-        return None
+        found = log.offset_for_timestamp(ms)
+        return None if found is None else found[0]
 
     return find
 

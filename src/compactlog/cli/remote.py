@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import logging
 import re
-import socket
-import struct
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -37,10 +35,6 @@ from compactlog.cli.common import (
     state,
     unknown_topic,
 )
-from compactlog.errors import CompactlogError
-from compactlog.protocol import ApiKey, decode_response, encode_request
-from compactlog.protocol.headers import RequestHeader
-from compactlog.protocol.messages import MetadataRequest
 
 T = TypeVar("T")
 
@@ -178,18 +172,16 @@ class Remote:
     # --- topics ---------------------------------------------------------------------------
     def topics(self) -> dict[str, int]:
         """Topic names (internal ones such as __consumer_offsets too, as the store lists
-        them) with their partition counts.
-
-        This one request is sent by :func:`all_topics` rather than librdkafka: librdkafka 2.16
-        writes 3 bytes past the end of an all-topics Metadata v13 request, which a Kafka broker
-        ignores and compactlog's broker refuses as malformed."""
+        them) with their partition counts, by one all-topics Metadata request."""
         try:
-            return all_topics(self.bootstrap, self.timeout)
-        except OSError as exc:
-            raise CliError(
-                f"cannot reach the broker at {self.bootstrap} ({exc.strerror or exc})",
-                EXIT_UNREACHABLE,
-            ) from exc
+            listed = self.admin.list_topics(timeout=self.timeout)
+        except KafkaException as exc:
+            raise cli_error(exc.args[0], self.bootstrap) from exc
+        return {
+            name: len(meta.partitions)
+            for name, meta in sorted(listed.topics.items())
+            if meta.error is None
+        }
 
     def partitions(self, topic: str) -> int:
         known = self.topics()
@@ -303,61 +295,6 @@ class Remote:
         )
         deleted = self.result(next(iter(futures.values())), f"{topic}-{partition}")
         return int(deleted.low_watermark)
-
-
-#: A Metadata response larger than this is not one: something else listens at the address.
-_MAX_METADATA_RESPONSE = 256 << 20
-
-#: Metadata v9 (Kafka 2.4+) is the first flexible version; every broker since answers it.
-_METADATA_VERSION = 9
-
-
-def all_topics(bootstrap: str, timeout: float) -> dict[str, int]:
-    """Every topic with its partition count, by one Metadata request (topics: null) to the
-    first reachable address of ``bootstrap``; raises OSError when none answers."""
-    header = RequestHeader(ApiKey.METADATA, _METADATA_VERSION, 1, "compactlog-cli")
-    body = MetadataRequest(topics=None, allow_auto_topic_creation=False)
-    frame = bytes(encode_request(header, body))
-    last: OSError = OSError("no address")
-    for address in bootstrap.split(","):
-        host, _, port = address.strip().rpartition(":")
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
-                sock.sendall(frame)
-                size = struct.unpack(">i", _read_exactly(sock, 4))[0]
-                if not 0 < size <= _MAX_METADATA_RESPONSE:
-                    raise CliError(
-                        f"{address} did not answer as a Kafka broker does (a response of "
-                        f"{size} bytes to a Metadata request)",
-                        EXIT_DATA_ERROR,
-                    )
-                response = decode_response(
-                    _read_exactly(sock, size), ApiKey.METADATA, _METADATA_VERSION
-                )
-        except OSError as exc:
-            last = exc
-            continue
-        except CompactlogError as exc:
-            raise CliError(
-                f"the broker at {address} sent a Metadata response that cannot be read ({exc})",
-                EXIT_DATA_ERROR,
-            ) from exc
-        return {
-            t.name: len(t.partitions)
-            for t in sorted(response.body.topics, key=lambda t: t.name)
-            if t.error_code == 0
-        }
-    raise last
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionResetError("the broker closed the connection")
-        data += chunk
-    return bytes(data)
 
 
 def _source_name(source: Any) -> str:

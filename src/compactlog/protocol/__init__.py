@@ -18,6 +18,8 @@ Theory of operation
    the broker answers with :func:`api_versions_error_response` (a v0 body, error 35, the
    :data:`ADVERTISED` list) and keeps the connection, so the client retries at a version we
    speak. Anything else malformed raises :class:`MalformedRequestError` with the field's path.
+   Bytes after the body are ignored, as Kafka ignores them (``Request.trailing`` counts
+   them): librdkafka 2.16 leaves 3 after every all-topics Metadata v9+ request.
 3. **Schemas.** Each message is declared once in :mod:`compactlog.protocol.messages` with the
    DSL of :mod:`compactlog.protocol.schema`: fields, the versions they exist in, nullability,
    defaults, tags. At import, :mod:`compactlog.protocol.compiler` turns every (message, version)

@@ -4,7 +4,11 @@ bytes.
 ``decode_request`` is the broker's side: it reads the header's fixed part first, so that even a
 request it cannot decode yields the correlation id to answer with, then checks the version
 against :data:`~compactlog.protocol.api_keys.SUPPORTED`, then decodes the body with the compiled
-codec of that version and requires the body to end exactly at the end of the frame.
+codec of that version. Bytes after the end of the body are ignored, as a Kafka broker ignores
+them (``RequestContext.parseRequest`` reads the body and never looks at what remains):
+librdkafka 2.16 sends 3 such bytes after every all-topics Metadata v9+ request (it reserves 4
+bytes for the topics count and, for a null array, leaves 3 of them unerased; librdkafka issue
+5049), and Kafka answers it. ``Request.trailing`` says how many there were.
 ``encode_request``/``decode_response`` are the client's side, used by tests.
 """
 
@@ -70,6 +74,8 @@ class MalformedRequestError(ProtocolError):
 class Request:
     header: RequestHeader
     body: Struct
+    #: Bytes after the end of the body, ignored (see the module's docstring).
+    trailing: int = 0
 
     @property
     def api_key(self) -> int:
@@ -97,7 +103,8 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     Raises :class:`UnsupportedRequestError` (an ``UnsupportedVersionError``) for an unknown
     API key or a version outside ``SUPPORTED``, including ApiVersions v3+ (answer those with
     :func:`api_versions_error_response`), and :class:`MalformedRequestError` (a
-    ``ProtocolError``) for bytes that do not follow the schema.
+    ``ProtocolError``) for bytes that do not follow the schema. Bytes after the body are
+    ignored, as Kafka ignores them, and counted in ``Request.trailing``.
     """
     r = Reader(frame)
     try:
@@ -120,10 +127,9 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
         if message.is_flexible(version):
             r.tagged_fields("RequestHeader<tags>", {})
         body = message.decoder(version)(r)
-        _check_end(r, f"{message.name} v{version}")
     except ProtocolError as e:
         raise MalformedRequestError(str(e), header) from e
-    return Request(header, body)
+    return Request(header, body, r.end - r.pos)
 
 
 def _frame(out: bytearray) -> bytearray:

@@ -538,16 +538,19 @@ class Log:
         return b"".join(out)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record with timestamp >= ``timestamp``, or None."""
+        """(offset, timestamp) of the first record at or after the log start offset with
+        timestamp >= ``timestamp``, or None: Kafka's ``fetchOffsetByTimestamp``, the first
+        segment whose largest timestamp reaches ``timestamp``, searched from its time index's
+        entry onward to its end (so its records not yet indexed count). Where that segment's
+        only such records lie below the log start offset, the next segments are searched
+        (Kafka answers none)."""
+        start = self._log_start_offset
         for segment in self.local_log.segments():
             if segment.largest_timestamp() < timestamp:
                 continue
-            batch = segment.find_offset_by_timestamp(timestamp)
-            if batch is None:
-                continue
-            for record in RecordBatch(batch.data).records():
-                if record.timestamp >= timestamp and record.offset >= self._log_start_offset:
-                    return record.offset, record.timestamp
+            found = segment.find_offset_by_timestamp(timestamp, start)
+            if found is not None:
+                return found
         return None
 
     def offset_of_max_timestamp(self) -> tuple[int, int] | None:
@@ -559,7 +562,7 @@ class Log:
         target = latest.max_timestamp_so_far
         if target < 0:
             return None
-        batch = latest.find_offset_by_timestamp(target)
+        batch = latest.first_batch_reaching(target)
         if batch is None:
             return None
         for record in RecordBatch(batch.data).records():

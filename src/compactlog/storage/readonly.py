@@ -150,9 +150,10 @@ def read_only_log(
             segment = LogSegment(fs, directory, base, settings, now_ms=now, create=False)
             segments.append(segment)
         for segment in segments[:-1]:
-            # The largest timestamp (min.compaction.lag.ms) comes from the time index. The
-            # active segment's index may be pre-allocated by an open store: it is not read, and
-            # its end is found by scanning its batches.
+            # The largest timestamp (min.compaction.lag.ms, lookups by timestamp) comes from
+            # the time index. The active segment's index may be pre-allocated by an open store
+            # and lags its appends: it is not read, and the segment's end and largest timestamp
+            # are found by scanning its batches (a lookup by timestamp scans it from the start).
             segment.time_index.load()
         segments[-1].limit_to_whole_batches()  # a live broker may be appending to it
         next_offset = segments[-1].read_next_offset()

@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from compactlog.errors import CompactlogError, CorruptRecordError, OffsetOverflowError
-from compactlog.records import compute_crc
+from compactlog.records import RecordBatch, compute_crc
 from compactlog.records.batch_header import CRC_STRUCT
 from compactlog.storage.file_records import FileBatch, WalkEnd, iter_file_batches
 from compactlog.storage.fs import FileHandle, FileSystem
@@ -471,8 +471,28 @@ class LogSegment:
                     return item
             return None
 
-    def find_offset_by_timestamp(self, timestamp: int) -> FileBatch | None:
-        """The first batch with a max timestamp >= ``timestamp`` (Kafka's findOffsetByTimestamp)."""
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int = 0
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``starting_offset`` whose
+        timestamp is at least ``timestamp``, or None (Kafka's ``findOffsetByTimestamp``).
+
+        The time index only says where to start: its last entry may be many batches behind the
+        end (an entry is added every ``index.interval.bytes``, and a read-only view of a live
+        segment does not read its index at all), so the batches are scanned forward from there
+        to the segment's end."""
+        _, indexed = self.time_index.lookup(timestamp)
+        for batch in self.batches(self.indexed_position(max(indexed, starting_offset))):
+            header = batch.header
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            for record in RecordBatch(batch.data).records():
+                if record.timestamp >= timestamp and record.offset >= starting_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    def first_batch_reaching(self, timestamp: int) -> FileBatch | None:
+        """The first batch with a max timestamp >= ``timestamp`` (index lookup, then a scan)."""
         _, offset = self.time_index.lookup(timestamp)
         for batch in self.batches(self.indexed_position(offset)):
             if batch.header.max_timestamp >= timestamp:
@@ -512,12 +532,17 @@ class LogSegment:
         pre-allocated space is not read as damage. Nothing is written."""
         walk = WalkEnd()
         size = self._log.size()
-        for _ in iter_file_batches(self._log, 0, size, stop=walk):
-            pass
+        max_ts, offset_of_max_ts = -1, self.base_offset
+        for batch in iter_file_batches(self._log, 0, size, stop=walk):
+            if batch.header.max_timestamp > max_ts:
+                max_ts, offset_of_max_ts = batch.header.max_timestamp, batch.header.last_offset
         rest = self._log.read_at(walk.position, min(size - walk.position, 1 << 20))
         if walk.torn or not rest.strip(b"\0"):
             self._size = walk.position  # else damage: left in view, for reads to report
         self._next_offset = None
+        # The largest timestamp as the appends kept it: the time index (not read here) lags.
+        self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max_ts
+        self._max_timestamp_known = True
 
     # --- recovery -----------------------------------------------------------------------
     def rebuild_indexes(self, end_offset: int | None = None) -> list[DamagedRange]:

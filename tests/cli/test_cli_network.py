@@ -176,8 +176,8 @@ def test_an_unreachable_broker_is_one_line_and_exit_5_within_seconds() -> None:
         started = time.monotonic()
         result = run(main, ["--bootstrap-server", address, "--timeout", "3", *args], input="")
         line = check_one_line_failure(result, [5], " ".join(args))
-        assert f"cannot reach the broker at {address}" in line
-        assert time.monotonic() - started < 5
+        assert f"cannot reach the broker at {address} (connection refused)" in line
+        assert time.monotonic() - started < 2  # a refused connection fails at once
 
 
 # --------------------------------------------------------------------------------------------

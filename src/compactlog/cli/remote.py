@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -129,6 +130,24 @@ class Remote:
         self.timeout = timeout
         self._admin: Any = None
         self._consumers: list[Any] = []
+        self._fail_fast_when_refused()
+
+    def _fail_fast_when_refused(self) -> None:
+        """Exit 5 at once when every bootstrap address refuses the connection; librdkafka
+        would retry it until --timeout (anything else is left to librdkafka)."""
+        reasons = []
+        for part in self.bootstrap.split(","):
+            host, port = part.strip().rsplit(":", 1)
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), min(self.timeout, 2)):
+                    return
+            except ConnectionRefusedError as exc:
+                reasons.append(exc.strerror or "connection refused")
+            except OSError:
+                return  # a timeout or a name to resolve: librdkafka says what it finds
+        raise CliError(
+            f"cannot reach the broker at {self.bootstrap} ({reasons[0].lower()})", EXIT_UNREACHABLE
+        )
 
     def config(self, **extra: Any) -> dict[str, Any]:
         return {

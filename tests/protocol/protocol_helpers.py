@@ -37,6 +37,8 @@ with warnings.catch_warnings():
         ListGroupsResponse,
     )
     from kafka.protocol.admin.topics import (
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
         CreateTopicsRequest,
         CreateTopicsResponse,
         DeleteRecordsRequest,
@@ -113,6 +115,7 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
         (AlterConfigsRequest, AlterConfigsResponse),
         (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
         (DescribeLogDirsRequest, DescribeLogDirsResponse),
+        (CreatePartitionsRequest, CreatePartitionsResponse),
         (DeleteGroupsRequest, DeleteGroupsResponse),
         (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
         (DescribeClusterRequest, DescribeClusterResponse),

@@ -36,6 +36,7 @@ from compactlog.broker.handlers.metadata import (
     handle_api_versions,
     handle_metadata,
 )
+from compactlog.broker.handlers.partitions import handle_create_partitions
 from compactlog.broker.handlers.produce import handle_init_producer_id, handle_produce
 from compactlog.broker.handlers.topics import (
     handle_create_topics,
@@ -70,6 +71,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,

@@ -1,5 +1,5 @@
 """Admin APIs: CreateTopics (19), DeleteTopics (20), DeleteRecords (21), DescribeConfigs (32),
-AlterConfigs (33) and IncrementalAlterConfigs (44).
+AlterConfigs (33), CreatePartitions (37) and IncrementalAlterConfigs (44).
 
 Resource types in the config APIs: 2 = topic, 4 = broker. Config sources in DescribeConfigs:
 1 = dynamic topic config, 3 = dynamic cluster-wide broker default, 4 = static broker config,
@@ -10,7 +10,8 @@ Versions: CreateTopics v4 lets partitions and replication factor be -1, "the bro
 v7 its topic id. DeleteTopics v4 is flexible, v5 adds an error message, v6 names topics by id
 or name. DeleteRecords v2, AlterConfigs v2 and IncrementalAlterConfigs v1 are their first
 flexible versions with nothing else new. DescribeConfigs v3 adds each config's type and
-documentation, v4 is flexible.
+documentation, v4 is flexible. CreatePartitions v2 is flexible, v3 only marks that a throttled
+request gets THROTTLING_QUOTA_EXCEEDED.
 """
 
 from __future__ import annotations
@@ -322,3 +323,51 @@ AlterConfigsRequest = ALTER_CONFIGS_REQUEST.cls
 AlterConfigsResponse = ALTER_CONFIGS_RESPONSE.cls
 IncrementalAlterConfigsRequest = INCREMENTAL_ALTER_CONFIGS_REQUEST.cls
 IncrementalAlterConfigsResponse = INCREMENTAL_ALTER_CONFIGS_RESPONSE.cls
+
+CREATE_PARTITIONS_REQUEST = Message(
+    "CreatePartitionsRequest",
+    37,
+    "0-3",
+    flexible="2+",
+    fields=[
+        struct_array(
+            "topics",
+            "CreatePartitionsTopic",
+            [
+                field("name", STRING),
+                field("count", INT32),  # the new partition count
+                struct_array(
+                    "assignments",
+                    "CreatePartitionsAssignment",
+                    [field("broker_ids", ArrayOf(INT32))],
+                    nullable="0+",
+                    default=None,
+                ),
+            ],
+        ),
+        field("timeout_ms", INT32, default=60000),
+        field("validate_only", BOOL),
+    ],
+)
+
+CREATE_PARTITIONS_RESPONSE = Message(
+    "CreatePartitionsResponse",
+    37,
+    "0-3",
+    flexible="2+",
+    fields=[
+        field("throttle_time_ms", INT32),
+        struct_array(
+            "results",
+            "CreatePartitionsTopicResult",
+            [
+                field("name", STRING),
+                field("error_code", INT16),
+                field("error_message", STRING, nullable="0+", default=None),
+            ],
+        ),
+    ],
+)
+
+CreatePartitionsRequest = CREATE_PARTITIONS_REQUEST.cls
+CreatePartitionsResponse = CREATE_PARTITIONS_RESPONSE.cls

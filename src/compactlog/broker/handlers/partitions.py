@@ -1,0 +1,148 @@
+"""Partition APIs: CreatePartitions (37).
+
+Answers are Kafka 4.4's controller's, with its messages, because Kafka's tools print them.
+
+* CreatePartitions v0-v3: a name given twice is INVALID_REQUEST ("Duplicate topic name."),
+  answered before the others as Kafka's controller answers it. Each topic is then checked in
+  the order of Kafka's ``ReplicationControlManager.createPartitions``: the topic exists
+  (UNKNOWN_TOPIC_OR_PARTITION, no message), the count grows it (INVALID_PARTITIONS: "Topic
+  already has N partition(s)." or "... would not be an increase."; partitions are never
+  removed), and explicit assignments, if given, are one per new partition and each names
+  exactly this node once (the only registered broker; every partition has one replica):
+  INVALID_REPLICA_ASSIGNMENT otherwise. On one node an assignment that passes places the
+  partition where it would go anyway, so it is accepted. ``validate_only`` runs every check
+  and creates nothing.
+  ``__consumer_offsets`` does not grow while this broker serves the group APIs
+  (POLICY_VIOLATION): the coordinator maps each group to a partition by the partition count
+  it started with, and a new count would send a group's later commits to another partition
+  than its earlier ones.
+  New partitions are created empty on disk, in the topic catalog and in Metadata at once;
+  clients that refresh their metadata send keyed records to ``murmur2(key) % count``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from compactlog import errors as codes
+from compactlog.broker.context import BrokerContext, Peer
+from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
+from compactlog.errors import CompactlogError, InvalidPartitionsError
+from compactlog.protocol import Request, Struct
+from compactlog.protocol.messages import CreatePartitionsResponse
+
+__all__ = ["handle_create_partitions"]
+
+logger = logging.getLogger("compactlog.broker")
+
+#: The replicas of every partition: there is one node.
+REPLICATION_FACTOR = 1
+
+
+class _Refused(Exception):
+    """A refusal of one topic with a Kafka error code and message (None: the client prints
+    the code's own message)."""
+
+    def __init__(self, error_code: int, message: str | None) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+        self.message = message
+
+
+def _check_assignments(ctx: BrokerContext, topic: Struct, current: int) -> None:
+    additional = topic.count - current
+    if len(topic.assignments) != additional:
+        raise _Refused(
+            codes.INVALID_REPLICA_ASSIGNMENT,
+            f"Attempted to add {additional} additional partition(s), but only "
+            f"{len(topic.assignments)} assignment(s) were specified.",
+        )
+    for assignment in topic.assignments:
+        brokers = sorted(assignment.broker_ids)
+        if not brokers:
+            raise _Refused(
+                codes.INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        previous = None
+        for broker in brokers:
+            if broker != ctx.node_id:
+                raise _Refused(
+                    codes.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {broker}, but no such "
+                    "broker is registered.",
+                )
+            if broker == previous:
+                raise _Refused(
+                    codes.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes the broker {broker} more than once.",
+                )
+            previous = broker
+        if len(brokers) != REPLICATION_FACTOR:
+            raise _Refused(
+                codes.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes a partition with {len(brokers)} "
+                "replica(s), but this is not consistent with previous partitions, which have "
+                f"{REPLICATION_FACTOR} replica(s).",
+            )
+
+
+def _grow(ctx: BrokerContext, topic: Struct, validate_only: bool) -> None:
+    """Checks ``topic`` as Kafka's controller does and, unless ``validate_only``, grows it."""
+    store = ctx.store
+    name = topic.name
+    if name not in store.topics():
+        raise _Refused(codes.UNKNOWN_TOPIC_OR_PARTITION, None)
+    current = store.partitions(name)
+    if topic.count == current:
+        raise InvalidPartitionsError(f"Topic already has {current} partition(s).")
+    if topic.count < current:
+        raise InvalidPartitionsError(
+            f"The topic {name} currently has {current} partition(s); {topic.count} would not "
+            "be an increase."
+        )
+    if topic.assignments is not None:
+        _check_assignments(ctx, topic, current)
+    if name == OFFSETS_TOPIC and ctx.groups_enabled:
+        raise _Refused(
+            codes.POLICY_VIOLATION,
+            f"{OFFSETS_TOPIC} cannot grow while the group coordinator uses it: groups are "
+            f"mapped to its {current} partition(s)",
+        )
+    if validate_only:
+        return
+    store.create_partitions(name, topic.count)
+    logger.info("grew topic %s from %d to %d partition(s)", name, current, topic.count)
+
+
+def _result(name: str, error_code: int, message: str | None) -> Struct:
+    return CreatePartitionsResponse.CreatePartitionsTopicResult(
+        name=name, error_code=error_code, error_message=message
+    )
+
+
+async def handle_create_partitions(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    req = request.body
+    seen: set[str] = set()
+    duplicated: set[str] = set()
+    for topic in req.topics:
+        (duplicated if topic.name in seen else seen).add(topic.name)
+    results = [
+        _result(name, codes.INVALID_REQUEST, "Duplicate topic name.")
+        for name in dict.fromkeys(t.name for t in req.topics if t.name in duplicated)
+    ]
+    done: set[str] = set()
+    for topic in req.topics:
+        if topic.name in duplicated or topic.name in done:
+            continue
+        done.add(topic.name)
+        try:
+            _grow(ctx, topic, bool(req.validate_only))
+        except _Refused as exc:
+            results.append(_result(topic.name, exc.error_code, exc.message))
+            continue
+        except CompactlogError as exc:
+            results.append(_result(topic.name, exc.error_code, str(exc)))
+            continue
+        results.append(_result(topic.name, codes.NONE, None))
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)

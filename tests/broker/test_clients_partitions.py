@@ -1,0 +1,170 @@
+"""CreatePartitions through confluent-kafka's and kafka-python's admin clients.
+
+A topic grows (never shrinks), its new partitions are on disk, in the catalog and in Metadata,
+``validate_only`` creates nothing, explicit assignments are accepted only as one node accepts
+them, and keyed records produced after the growth go where Kafka's partitioner sends them for
+the new count.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from tests.broker.helpers.clients import CLIENT_TIMEOUT_S, needs_confluent, needs_kafka_python
+from tests.broker.helpers.store import create_topic, on_broker, stored
+
+pytestmark = [
+    pytest.mark.broker,
+    pytest.mark.timeout(60),
+    pytest.mark.usefixtures("collect_client_garbage"),
+]
+
+
+def partitions(broker: Any, topic: str) -> int:
+    return on_broker(broker, lambda store: store.partitions(topic))
+
+
+def partition_dirs(broker: Any, topic: str) -> list[str]:
+    path = broker.broker.store.path
+    return sorted(d for d in os.listdir(path) if d.rsplit("-", 1)[0] == topic)
+
+
+def _error(future: Any) -> tuple[str, str]:
+    """The (error name, message) a confluent-kafka future failed with."""
+    from confluent_kafka import KafkaException
+
+    with pytest.raises(KafkaException) as info:
+        future.result(timeout=CLIENT_TIMEOUT_S)
+    error = info.value.args[0]
+    return error.name(), error.str()
+
+
+@needs_confluent
+def test_confluent_create_partitions(broker: Any) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    from compactlog.storage.partitioner import partition_for_key
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def grow(*new: NewPartitions, validate_only: bool = False) -> dict[str, Any]:
+        futures: dict[str, Any] = admin.create_partitions(
+            list(new), validate_only=validate_only, request_timeout=10
+        )
+        return futures
+
+    create_topic(broker, "cp", 1)
+    (future,) = grow(NewPartitions("cp", 3)).values()
+    assert future.result(timeout=CLIENT_TIMEOUT_S) is None
+    assert partitions(broker, "cp") == 3
+    assert partition_dirs(broker, "cp") == ["cp-0", "cp-1", "cp-2"]
+    metadata = admin.list_topics(topic="cp", timeout=10)
+    assert sorted(metadata.topics["cp"].partitions) == [0, 1, 2]
+
+    # validate_only checks and creates nothing
+    (future,) = grow(NewPartitions("cp", 5), validate_only=True).values()
+    assert future.result(timeout=CLIENT_TIMEOUT_S) is None
+    assert partitions(broker, "cp") == 3
+    (future,) = grow(NewPartitions("cp", 2), validate_only=True).values()
+    assert _error(future)[0] == "INVALID_PARTITIONS"
+
+    # never shrinks, never stays: Kafka's messages
+    (future,) = grow(NewPartitions("cp", 2)).values()
+    assert _error(future) == (
+        "INVALID_PARTITIONS",
+        "The topic cp currently has 3 partition(s); 2 would not be an increase.",
+    )
+    (future,) = grow(NewPartitions("cp", 3)).values()
+    assert _error(future) == ("INVALID_PARTITIONS", "Topic already has 3 partition(s).")
+    (future,) = grow(NewPartitions("nope", 3)).values()
+    assert _error(future)[0] == "UNKNOWN_TOPIC_OR_PART"  # librdkafka's name
+
+    # explicit assignments: only this node, once, one per new partition
+    node = broker.broker.ctx.node_id
+    (future,) = grow(NewPartitions("cp", 4, [[node + 1]])).values()
+    assert _error(future) == (
+        "INVALID_REPLICA_ASSIGNMENT",
+        f"The manual partition assignment includes broker {node + 1}, but no such broker is "
+        "registered.",
+    )
+    (future,) = grow(NewPartitions("cp", 5, [[node]])).values()
+    assert _error(future) == (
+        "INVALID_REPLICA_ASSIGNMENT",
+        "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.",
+    )
+    (future,) = grow(NewPartitions("cp", 4, [[node]])).values()
+    assert future.result(timeout=CLIENT_TIMEOUT_S) is None
+    assert partitions(broker, "cp") == 4
+    assert partition_dirs(broker, "cp") == ["cp-0", "cp-1", "cp-2", "cp-3"]
+
+    # keyed records go where Kafka's (murmur2) partitioner sends them for 4 partitions
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random", "linger.ms": 0}
+    )
+    keys = [b"key-%d" % i for i in range(40)]
+    for key in keys:
+        producer.produce("cp", key=key, value=b"v")
+    assert producer.flush(CLIENT_TIMEOUT_S) == 0
+    seen = {r.key: r.partition for r in stored(broker, "cp")}
+    assert seen == {key: partition_for_key(key, 4) for key in keys}
+    assert len(set(seen.values())) == 4
+
+
+@needs_confluent
+def test_confluent_create_partitions_survives_a_restart(brokers: Any) -> None:
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    broker = brokers.start()
+    create_topic(broker, "kept", 2)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    (future,) = admin.create_partitions([NewPartitions("kept", 5)], request_timeout=10).values()
+    assert future.result(timeout=CLIENT_TIMEOUT_S) is None
+    broker = brokers.restart(broker)
+    assert partitions(broker, "kept") == 5
+
+
+def test_create_partitions_duplicate_and_offsets_topic(broker: Any) -> None:
+    """Over the wire with our codec: cases the admin clients do not let through."""
+    from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
+    from compactlog.protocol.messages import CreatePartitionsRequest
+    from tests.broker.test_server_basics import Client
+
+    create_topic(broker, "dup", 1)
+    on_broker(broker, lambda store: broker.broker.ctx.coordinator())  # creates OFFSETS_TOPIC
+    with Client(broker.port) as client:
+        request = CreatePartitionsRequest(
+            topics=[
+                {"name": "dup", "count": 2, "assignments": None},
+                {"name": "dup", "count": 3, "assignments": None},
+                {"name": OFFSETS_TOPIC, "count": 100, "assignments": None},
+            ],
+            timeout_ms=1000,
+            validate_only=False,
+        )
+        response = client.call(37, 3, request)
+    results = {r.name: (r.error_code, r.error_message) for r in response.results}
+    assert results["dup"] == (42, "Duplicate topic name.")  # INVALID_REQUEST
+    assert results[OFFSETS_TOPIC][0] == 44  # POLICY_VIOLATION
+    assert partitions(broker, "dup") == 1
+
+
+@needs_kafka_python
+def test_kafka_python_create_partitions(broker: Any) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewPartitions
+    from kafka.errors import InvalidPartitionsError
+
+    create_topic(broker, "kp", 1)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
+    try:
+        admin.create_partitions({"kp": NewPartitions(3)})
+        assert partitions(broker, "kp") == 3
+        with pytest.raises(InvalidPartitionsError):
+            admin.create_partitions({"kp": NewPartitions(2)})
+        assert partitions(broker, "kp") == 3
+    finally:
+        admin.close()

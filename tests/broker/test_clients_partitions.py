@@ -168,3 +168,102 @@ def test_kafka_python_create_partitions(broker: Any) -> None:
         assert partitions(broker, "kp") == 3
     finally:
         admin.close()
+
+
+# --- OffsetDelete ------------------------------------------------------------------------------
+def _offsets_tombstones(broker: Any) -> int:
+    from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
+
+    def count(store: Any) -> int:
+        return sum(
+            1
+            for p in range(store.partitions(OFFSETS_TOPIC))
+            for r in store.read(OFFSETS_TOPIC, p, store.log_start_offset(OFFSETS_TOPIC, p))
+            if r.value is None
+        )
+
+    return on_broker(broker, count)
+
+
+@needs_kafka_python
+@needs_confluent
+def test_kafka_python_delete_group_offsets(broker: Any) -> None:
+    """kafka-python's ``delete_group_offsets`` (confluent-kafka's Python AdminClient has no
+    OffsetDelete call); the offsets are committed and the live member run by confluent-kafka."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CkTopicPartition
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.errors import GroupIdNotFoundError, GroupSubscribedToTopicError, NoError
+    from kafka.errors import UnknownTopicOrPartitionError as UnknownTopic
+
+    from tests.broker.helpers.clients import wait_until
+
+    create_topic(broker, "od", 2)
+    create_topic(broker, "live", 1)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
+
+    def committed(group: str) -> dict[tuple[str, int], int]:
+        got = admin.list_group_offsets(group)[group]
+        return {(tp.topic, tp.partition): om.offset for tp, om in got.items()}
+
+    try:
+        # a group without members (offsets committed by a standalone consumer)
+        standalone = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "simple"})
+        try:
+            standalone.commit(
+                offsets=[CkTopicPartition("od", 0, 5), CkTopicPartition("od", 1, 7)],
+                asynchronous=False,
+            )
+        finally:
+            standalone.close()
+        assert committed("simple") == {("od", 0): 5, ("od", 1): 7}
+        before = _offsets_tombstones(broker)
+        assert admin.delete_group_offsets("simple", [TopicPartition("od", 0)]) == {
+            TopicPartition("od", 0): NoError
+        }
+        assert committed("simple") == {("od", 1): 7}
+        assert _offsets_tombstones(broker) == before + 1  # written to __consumer_offsets
+        # a partition without an offset: no error, nothing written
+        admin.delete_group_offsets("simple", [TopicPartition("od", 0)])
+        assert _offsets_tombstones(broker) == before + 1
+
+        # unknown partitions and topics: UNKNOWN_TOPIC_OR_PARTITION per partition
+        got = admin.delete_group_offsets(
+            "simple", [TopicPartition("od", 9), TopicPartition("nope", 0)]
+        )
+        assert got == {
+            TopicPartition("od", 9): UnknownTopic,
+            TopicPartition("nope", 0): UnknownTopic,
+        }
+
+        with pytest.raises(GroupIdNotFoundError):
+            admin.delete_group_offsets("no-such-group", [TopicPartition("od", 1)])
+
+        # a live consumer subscribed to "live": its partitions are refused, others deleted
+        consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": "busy",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        try:
+            consumer.subscribe(["live"])
+            wait_until(lambda: consumer.poll(0.1) or consumer.assignment(), "an assignment")
+            consumer.commit(
+                offsets=[CkTopicPartition("live", 0, 1), CkTopicPartition("od", 1, 3)],
+                asynchronous=False,
+            )
+            got = admin.delete_group_offsets(
+                "busy", [TopicPartition("live", 0), TopicPartition("od", 1)]
+            )
+            assert got == {
+                TopicPartition("live", 0): GroupSubscribedToTopicError,
+                TopicPartition("od", 1): NoError,
+            }
+            assert committed("busy") == {("live", 0): 1}
+        finally:
+            consumer.close()
+    finally:
+        admin.close()

@@ -60,6 +60,8 @@ with warnings.catch_warnings():
         LeaveGroupResponse,
         OffsetCommitRequest,
         OffsetCommitResponse,
+        OffsetDeleteRequest,
+        OffsetDeleteResponse,
         OffsetFetchRequest,
         OffsetFetchResponse,
         SyncGroupRequest,
@@ -118,6 +120,7 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
         (CreatePartitionsRequest, CreatePartitionsResponse),
         (DeleteGroupsRequest, DeleteGroupsResponse),
         (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
+        (OffsetDeleteRequest, OffsetDeleteResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
         (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
     ]

@@ -15,6 +15,6 @@ escapes is a bug, logged by the connection, which then closes.
 * :mod:`.configs` - DescribeConfigs, AlterConfigs, IncrementalAlterConfigs;
 * :mod:`.cluster` - DescribeCluster, DescribeTopicPartitions, ListPartitionReassignments,
   DescribeLogDirs (what Kafka's admin tools ask besides Metadata);
-* :mod:`.groups` - FindCoordinator and the classic group APIs, over
+* :mod:`.groups` - FindCoordinator and the classic group APIs (OffsetDelete included), over
   :class:`compactlog.broker.coordinator.service.GroupCoordinator`.
 """

@@ -27,6 +27,7 @@ from compactlog.broker.handlers.groups import (
     handle_leave_group,
     handle_list_groups,
     handle_offset_commit,
+    handle_offset_delete,
     handle_offset_fetch,
     handle_sync_group,
 )
@@ -75,6 +76,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
+    ApiKey.OFFSET_DELETE: handle_offset_delete,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
 }

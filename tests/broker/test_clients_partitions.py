@@ -267,3 +267,78 @@ def test_kafka_python_delete_group_offsets(broker: Any) -> None:
             consumer.close()
     finally:
         admin.close()
+
+
+# --- DescribeProducers -------------------------------------------------------------------------
+@needs_kafka_python
+@needs_confluent
+def test_kafka_python_describe_producers(broker: Any) -> None:
+    """kafka-python's ``describe_producers`` (confluent-kafka's Python AdminClient has none):
+    the idempotent producer that wrote to the partition, as the log's producer state has it."""
+    from confluent_kafka import Producer
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.errors import UnknownTopicOrPartitionError
+
+    create_topic(broker, "dp", 2)
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 0}
+    )
+    for i in range(3):
+        producer.produce("dp", key=b"k%d" % i, value=b"v", partition=0)
+    assert producer.flush(CLIENT_TIMEOUT_S) == 0
+    state = on_broker(broker, lambda store: store.producer_state("dp", 0))
+    (expected,) = state
+    assert expected.last_sequence == 2
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
+    try:
+        got = admin.describe_producers([TopicPartition("dp", 0), TopicPartition("dp", 1)])
+        assert got[TopicPartition("dp", 1)].active_producers == []
+        (described,) = got[TopicPartition("dp", 0)].active_producers
+        assert (
+            described.producer_id,
+            described.producer_epoch,
+            described.last_sequence,
+            described.last_timestamp,
+            described.coordinator_epoch,
+            described.current_transaction_start_offset,
+        ) == (
+            expected.producer_id,
+            expected.producer_epoch,
+            2,
+            expected.last_timestamp,
+            -1,
+            -1,
+        )
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.describe_producers([TopicPartition("dp", 7)], broker_id=broker.broker.ctx.node_id)
+    finally:
+        admin.close()
+
+
+def test_describe_producers_errors_over_the_wire(broker: Any) -> None:
+    """Unknown and invalid topics get Kafka's codes and messages for every partition asked."""
+    from compactlog.protocol.messages import DescribeProducersRequest
+    from tests.broker.test_server_basics import Client
+
+    create_topic(broker, "dq", 1)
+    with Client(broker.port) as client:
+        request = DescribeProducersRequest(
+            topics=[
+                {"name": "nope", "partition_indexes": [0, 1]},
+                {"name": "bad name", "partition_indexes": [0]},
+                {"name": "dq", "partition_indexes": [0, 5]},
+            ]
+        )
+        response = client.call(61, 0, request)
+    got = {
+        (t.name, p.partition_index): (p.error_code, p.error_message, list(p.active_producers))
+        for t in response.topics
+        for p in t.partitions
+    }
+    unknown = (3, "This server does not host this topic-partition.", [])
+    assert got[("nope", 0)] == got[("nope", 1)] == unknown
+    assert got[("bad name", 0)][0] == 17  # INVALID_TOPIC_EXCEPTION
+    assert "contains one or more characters other than" in got[("bad name", 0)][1]
+    assert got[("dq", 0)] == (0, None, [])
+    assert got[("dq", 5)] == (3, None, [])

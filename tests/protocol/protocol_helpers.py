@@ -50,6 +50,10 @@ with warnings.catch_warnings():
         ListPartitionReassignmentsRequest,
         ListPartitionReassignmentsResponse,
     )
+    from kafka.protocol.admin.transactions import (
+        DescribeProducersRequest,
+        DescribeProducersResponse,
+    )
     from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
     from kafka.protocol.consumer.group import (
         HeartbeatRequest,
@@ -122,6 +126,7 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
         (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
         (OffsetDeleteRequest, OffsetDeleteResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
+        (DescribeProducersRequest, DescribeProducersResponse),
         (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
     ]
 }

@@ -14,8 +14,9 @@ factor) to v7 (topic ids), Metadata v10+ (topic ids) to v13, ListOffsets v7+ (ma
 to v11, DescribeConfigs v3-v4, DescribeGroups v6 (GROUP_ID_NOT_FOUND), ListGroups v5 (type
 filters), DeleteGroups v0-v2, DeleteTopics v6, DeleteRecords v2, AlterConfigs v2,
 IncrementalAlterConfigs v1, CreatePartitions v0-v3, OffsetDelete v0 (its only version), and
-four APIs that exist only in flexible versions: DescribeCluster, DescribeTopicPartitions,
-ListPartitionReassignments and DescribeLogDirs. kafka-python, librdkafka 2.16 and aiokafka use
+five APIs that exist only in flexible versions: DescribeCluster, DescribeTopicPartitions,
+ListPartitionReassignments, DescribeLogDirs and DescribeProducers (v0, its only version).
+kafka-python, librdkafka 2.16 and aiokafka use
 the higher versions too where they know them; every one is checked against kafka-python's
 schemas and with those clients.
 
@@ -61,6 +62,7 @@ class ApiKey(IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -99,6 +101,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 

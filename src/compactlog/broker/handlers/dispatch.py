@@ -37,7 +37,10 @@ from compactlog.broker.handlers.metadata import (
     handle_api_versions,
     handle_metadata,
 )
-from compactlog.broker.handlers.partitions import handle_create_partitions
+from compactlog.broker.handlers.partitions import (
+    handle_create_partitions,
+    handle_describe_producers,
+)
 from compactlog.broker.handlers.produce import handle_init_producer_id, handle_produce
 from compactlog.broker.handlers.topics import (
     handle_create_topics,
@@ -78,6 +81,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
 }
 

@@ -1,4 +1,4 @@
-"""Partition APIs: CreatePartitions (37).
+"""Partition APIs: CreatePartitions (37), DescribeProducers (61).
 
 Answers are Kafka 4.4's controller's, with its messages, because Kafka's tools print them.
 
@@ -18,6 +18,14 @@ Answers are Kafka 4.4's controller's, with its messages, because Kafka's tools p
   than its earlier ones.
   New partitions are created empty on disk, in the topic catalog and in Metadata at once;
   clients that refresh their metadata send keyed records to ``murmur2(key) % count``.
+* DescribeProducers v0 (``kafka-transactions describe-producers``): the active idempotent
+  producers of each partition, from its log's producer state (the state Kafka keeps in its
+  ``.snapshot`` files): producer id, epoch, last sequence, last timestamp; coordinator epoch
+  and current transaction start offset are -1, as there are no transactions. An invalid topic
+  name is INVALID_TOPIC_EXCEPTION with ``Topic.validate``'s message; an unknown topic is
+  UNKNOWN_TOPIC_OR_PARTITION with the code's message for every partition asked; an unknown
+  partition of a known topic UNKNOWN_TOPIC_OR_PARTITION without a message (Kafka's replica
+  manager's answer); an offline log KAFKA_STORAGE_ERROR.
 """
 
 from __future__ import annotations
@@ -27,11 +35,12 @@ import logging
 from compactlog import errors as codes
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
+from compactlog.broker.handlers.topics import check_topic_name
 from compactlog.errors import CompactlogError, InvalidPartitionsError
 from compactlog.protocol import Request, Struct
-from compactlog.protocol.messages import CreatePartitionsResponse
+from compactlog.protocol.messages import CreatePartitionsResponse, DescribeProducersResponse
 
-__all__ = ["handle_create_partitions"]
+__all__ = ["handle_create_partitions", "handle_describe_producers"]
 
 logger = logging.getLogger("compactlog.broker")
 
@@ -146,3 +155,62 @@ async def handle_create_partitions(ctx: BrokerContext, request: Request, peer: P
             continue
         results.append(_result(topic.name, codes.NONE, None))
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+# --- DescribeProducers -------------------------------------------------------------------------
+#: Kafka's ``Errors.UNKNOWN_TOPIC_OR_PARTITION.message()``.
+_UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
+
+
+def _topic_error(ctx: BrokerContext, name: str) -> tuple[int, str] | None:
+    try:
+        check_topic_name(name)
+    except CompactlogError as exc:
+        return exc.error_code, str(exc)
+    if name not in ctx.store.topics():
+        return codes.UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_MESSAGE
+    return None
+
+
+def _producers(ctx: BrokerContext, name: str, partition: int) -> dict[str, object]:
+    answer: dict[str, object] = {"partition_index": partition, "active_producers": []}
+    try:
+        states = ctx.store.producer_state(name, partition)
+    except CompactlogError as exc:
+        return {**answer, "error_code": exc.error_code, "error_message": None}
+    producers = [
+        {
+            "producer_id": s.producer_id,
+            "producer_epoch": s.producer_epoch,
+            "last_sequence": s.last_sequence,
+            "last_timestamp": s.last_timestamp,
+            "coordinator_epoch": -1,
+            "current_txn_start_offset": -1,
+        }
+        for s in states
+    ]
+    return {
+        **answer,
+        "error_code": codes.NONE,
+        "error_message": None,
+        "active_producers": producers,
+    }
+
+
+async def handle_describe_producers(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    topics = []
+    for t in request.body.topics:
+        error = _topic_error(ctx, t.name)
+        partitions = [
+            _producers(ctx, t.name, index)
+            if error is None
+            else {
+                "partition_index": index,
+                "error_code": error[0],
+                "error_message": error[1],
+                "active_producers": [],
+            }
+            for index in t.partition_indexes
+        ]
+        topics.append({"name": t.name, "partitions": partitions})
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)

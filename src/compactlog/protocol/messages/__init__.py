@@ -127,10 +127,14 @@ from compactlog.protocol.messages.metadata import (
     MetadataResponse,
 )
 from compactlog.protocol.messages.produce import (
+    DESCRIBE_PRODUCERS_REQUEST,
+    DESCRIBE_PRODUCERS_RESPONSE,
     INIT_PRODUCER_ID_REQUEST,
     INIT_PRODUCER_ID_RESPONSE,
     PRODUCE_REQUEST,
     PRODUCE_RESPONSE,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
@@ -166,6 +170,7 @@ PAIRS: tuple[tuple[Message, Message], ...] = (
     (LIST_PARTITION_REASSIGNMENTS_REQUEST, LIST_PARTITION_REASSIGNMENTS_RESPONSE),
     (OFFSET_DELETE_REQUEST, OFFSET_DELETE_RESPONSE),
     (DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE),
+    (DESCRIBE_PRODUCERS_REQUEST, DESCRIBE_PRODUCERS_RESPONSE),
     (DESCRIBE_TOPIC_PARTITIONS_REQUEST, DESCRIBE_TOPIC_PARTITIONS_RESPONSE),
 )
 
@@ -198,6 +203,8 @@ __all__ = [
     "DescribeGroupsResponse",
     "DescribeLogDirsRequest",
     "DescribeLogDirsResponse",
+    "DescribeProducersRequest",
+    "DescribeProducersResponse",
     "DescribeTopicPartitionsRequest",
     "DescribeTopicPartitionsResponse",
     "FetchRequest",

@@ -342,3 +342,149 @@ def test_describe_producers_errors_over_the_wire(broker: Any) -> None:
     assert "contains one or more characters other than" in got[("bad name", 0)][1]
     assert got[("dq", 0)] == (0, None, [])
     assert got[("dq", 5)] == (3, None, [])
+
+
+# --- ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments ----------------------
+@needs_confluent
+def test_confluent_elect_leaders(broker: Any) -> None:
+    """One node leads every partition already: ELECTION_NOT_NEEDED, preferred or unclean."""
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(broker, "el", 2)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for election in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
+        asked = [TopicPartition("el", 0), TopicPartition("el", 1), TopicPartition("el", 5)]
+        got = admin.elect_leaders(election, asked).result(CLIENT_TIMEOUT_S)
+        errors = {(tp.topic, tp.partition): e.name() for tp, e in got.items()}
+        assert errors == {
+            ("el", 0): "ELECTION_NOT_NEEDED",
+            ("el", 1): "ELECTION_NOT_NEEDED",
+            ("el", 5): "UNKNOWN_TOPIC_OR_PART",
+        }
+    # every partition: those that need no election are left out, as by Kafka
+    got = admin.elect_leaders(ElectionType.PREFERRED, None)
+    assert got.result(CLIENT_TIMEOUT_S) == {}
+
+
+@needs_kafka_python
+def test_kafka_python_reassignments_and_elections(broker: Any) -> None:
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.errors import (
+        ElectionNotNeededError,
+        InvalidReplicationAssignmentError,
+        NoReassignmentInProgressError,
+        UnknownTopicOrPartitionError,
+    )
+
+    create_topic(broker, "ra", 2)
+    node = broker.broker.ctx.node_id
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
+    try:
+        got = admin.alter_partition_reassignments(
+            {
+                TopicPartition("ra", 0): [node],  # where it is: accepted, nothing moves
+                TopicPartition("ra", 1): [node + 1],  # no such broker
+                TopicPartition("ra", 7): [node],
+                TopicPartition("nope", 0): [node],
+            }
+        )
+        assert got == {
+            TopicPartition("ra", 0): None,
+            TopicPartition("ra", 1): InvalidReplicationAssignmentError,
+            TopicPartition("ra", 7): UnknownTopicOrPartitionError,
+            TopicPartition("nope", 0): UnknownTopicOrPartitionError,
+        }
+        got = admin.alter_partition_reassignments({TopicPartition("ra", 0): None})
+        assert got == {TopicPartition("ra", 0): NoReassignmentInProgressError}
+        assert not admin.list_partition_reassignments()
+        assert partitions(broker, "ra") == 2
+
+        response = admin.elect_leaders(0, {"ra": [0, 1]}, raise_errors=False)
+        results = {
+            (r.topic, p.partition_id): p.error_code
+            for r in response.replica_election_results
+            for p in r.partition_result
+        }
+        assert results == {
+            ("ra", 0): ElectionNotNeededError.errno,
+            ("ra", 1): ElectionNotNeededError.errno,
+        }
+    finally:
+        admin.close()
+
+
+def test_reassignment_and_election_messages_over_the_wire(broker: Any) -> None:
+    """Kafka's controller's messages, and an unknown election type refused as a whole."""
+    from compactlog.protocol.messages import (
+        AlterPartitionReassignmentsRequest,
+        ElectLeadersRequest,
+    )
+    from tests.broker.test_server_basics import Client
+
+    create_topic(broker, "wm", 1)
+    node = broker.broker.ctx.node_id
+    with Client(broker.port) as client:
+        request = AlterPartitionReassignmentsRequest(
+            timeout_ms=1000,
+            allow_replication_factor_change=False,
+            topics=[
+                {
+                    "name": "wm",
+                    "partitions": [
+                        {"partition_index": 0, "replicas": [node, node]},
+                        {"partition_index": 0, "replicas": []},
+                        {"partition_index": 0, "replicas": [node + 1]},
+                        {"partition_index": 0, "replicas": None},
+                        {"partition_index": 0, "replicas": [node]},
+                    ],
+                },
+                {"name": "gone", "partitions": [{"partition_index": 0, "replicas": [node]}]},
+            ],
+        )
+        response = client.call(45, 1, request)
+        assert response.error_code == 0 and response.allow_replication_factor_change is False
+        wm, gone = response.responses
+        assert [(p.error_code, p.error_message) for p in wm.partitions] == [
+            (39, f"The manual partition assignment includes the broker {node} more than once."),
+            (39, "The manual partition assignment includes an empty replica list."),
+            (
+                39,
+                f"The manual partition assignment includes broker {node + 1}, but no such "
+                "broker is registered.",
+            ),
+            (85, "No partition reassignment is in progress."),
+            (0, None),
+        ]
+        assert [(p.error_code, p.error_message) for p in gone.partitions] == [
+            (3, "Unable to find a topic named gone.")
+        ]
+
+        def elect(version: int, election_type: int, topics: Any) -> Any:
+            body = ElectLeadersRequest(
+                election_type=election_type, topic_partitions=topics, timeout_ms=1000
+            )
+            return client.call(43, version, body)
+
+        response = elect(
+            2, 1, [{"topic": "wm", "partitions": [0, 3]}, {"topic": "x", "partitions": [0]}]
+        )
+        assert response.error_code == 0
+        got = [
+            (r.topic, p.partition_id, p.error_code, p.error_message)
+            for r in response.replica_election_results
+            for p in r.partition_result
+        ]
+        assert got == [
+            ("wm", 0, 84, "Leader election not needed for topic partition."),
+            ("wm", 3, 3, "No such partition as wm-3"),
+            ("x", 0, 3, "No such topic as x"),
+        ]
+        response = elect(0, 0, None)  # v0: preferred, every partition
+        assert [(r.topic, list(r.partition_result)) for r in response.replica_election_results] == [
+            ("wm", [])
+        ]
+        response = elect(1, 5, [{"topic": "wm", "partitions": [0]}])
+        assert response.error_code == 42  # INVALID_REQUEST
+        ((result,),) = [r.partition_result for r in response.replica_election_results]
+        assert (result.error_code, result.error_message) == (42, "Unknown election type 5")

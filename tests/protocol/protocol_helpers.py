@@ -37,6 +37,8 @@ with warnings.catch_warnings():
         ListGroupsResponse,
     )
     from kafka.protocol.admin.topics import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
         CreatePartitionsRequest,
         CreatePartitionsResponse,
         CreateTopicsRequest,
@@ -47,6 +49,8 @@ with warnings.catch_warnings():
         DeleteTopicsResponse,
         DescribeTopicPartitionsRequest,
         DescribeTopicPartitionsResponse,
+        ElectLeadersRequest,
+        ElectLeadersResponse,
         ListPartitionReassignmentsRequest,
         ListPartitionReassignmentsResponse,
     )
@@ -123,6 +127,8 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
         (DescribeLogDirsRequest, DescribeLogDirsResponse),
         (CreatePartitionsRequest, CreatePartitionsResponse),
         (DeleteGroupsRequest, DeleteGroupsResponse),
+        (ElectLeadersRequest, ElectLeadersResponse),
+        (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
         (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
         (OffsetDeleteRequest, OffsetDeleteResponse),
         (DescribeClusterRequest, DescribeClusterResponse),

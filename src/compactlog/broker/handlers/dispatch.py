@@ -38,8 +38,10 @@ from compactlog.broker.handlers.metadata import (
     handle_metadata,
 )
 from compactlog.broker.handlers.partitions import (
+    handle_alter_partition_reassignments,
     handle_create_partitions,
     handle_describe_producers,
+    handle_elect_leaders,
 )
 from compactlog.broker.handlers.produce import handle_init_producer_id, handle_produce
 from compactlog.broker.handlers.topics import (
@@ -77,7 +79,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
+    ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,

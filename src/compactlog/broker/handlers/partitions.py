@@ -1,4 +1,5 @@
-"""Partition APIs: CreatePartitions (37), DescribeProducers (61).
+"""Partition APIs: CreatePartitions (37), ElectLeaders (43), AlterPartitionReassignments (45),
+DescribeProducers (61).
 
 Answers are Kafka 4.4's controller's, with its messages, because Kafka's tools print them.
 
@@ -26,6 +27,20 @@ Answers are Kafka 4.4's controller's, with its messages, because Kafka's tools p
   UNKNOWN_TOPIC_OR_PARTITION with the code's message for every partition asked; an unknown
   partition of a known topic UNKNOWN_TOPIC_OR_PARTITION without a message (Kafka's replica
   manager's answer); an offline log KAFKA_STORAGE_ERROR.
+* ElectLeaders v0-v2: on one node every partition's only replica is its leader and its
+  preferred leader, so an election is never needed: ELECTION_NOT_NEEDED ("Leader election not
+  needed for topic partition.") for each partition asked, preferred or unclean, as Kafka 4.4's
+  controller answers; UNKNOWN_TOPIC_OR_PARTITION ("No such topic as t", "No such partition as
+  t-9") for what does not exist; null partitions (every partition) leaves out the partitions
+  that need no election, so each topic is listed with none. An unknown election type is
+  INVALID_REQUEST ("Unknown election type 5") for the whole request (top-level from v1, and for
+  each partition asked).
+* AlterPartitionReassignments v0-v1: the only replica set a single node can have is
+  ``[this node]``, so a reassignment to it is accepted and changes nothing; any other target is
+  INVALID_REPLICA_ASSIGNMENT with the controller's message (an empty list, a broker named twice,
+  a broker that is not registered); cancelling (null replicas) is NO_REASSIGNMENT_IN_PROGRESS;
+  unknown topics and partitions UNKNOWN_TOPIC_OR_PARTITION with Kafka's messages. Nothing is
+  ever in progress, so ListPartitionReassignments (:mod:`.cluster`) lists nothing.
 """
 
 from __future__ import annotations
@@ -38,9 +53,19 @@ from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from compactlog.broker.handlers.topics import check_topic_name
 from compactlog.errors import CompactlogError, InvalidPartitionsError
 from compactlog.protocol import Request, Struct
-from compactlog.protocol.messages import CreatePartitionsResponse, DescribeProducersResponse
+from compactlog.protocol.messages import (
+    AlterPartitionReassignmentsResponse,
+    CreatePartitionsResponse,
+    DescribeProducersResponse,
+    ElectLeadersResponse,
+)
 
-__all__ = ["handle_create_partitions", "handle_describe_producers"]
+__all__ = [
+    "handle_alter_partition_reassignments",
+    "handle_create_partitions",
+    "handle_describe_producers",
+    "handle_elect_leaders",
+]
 
 logger = logging.getLogger("compactlog.broker")
 
@@ -214,3 +239,133 @@ async def handle_describe_producers(ctx: BrokerContext, request: Request, peer: 
         ]
         topics.append({"name": t.name, "partitions": partitions})
     return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
+
+
+# --- ElectLeaders ------------------------------------------------------------------------------
+#: Kafka's ``ElectionType``: 0 preferred, 1 unclean.
+ELECTION_TYPES = (0, 1)
+#: Kafka's ``Errors.ELECTION_NOT_NEEDED.message()``.
+_ELECTION_NOT_NEEDED = "Leader election not needed for topic partition."
+
+
+def _election(ctx: BrokerContext, topic: str, partition: int) -> tuple[int, str]:
+    """Kafka's controller's ``electLeader`` on one node: (error code, message)."""
+    store = ctx.store
+    if topic not in store.topics():
+        return codes.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic}"
+    if not 0 <= partition < store.partitions(topic):
+        return codes.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{partition}"
+    return codes.ELECTION_NOT_NEEDED, _ELECTION_NOT_NEEDED
+
+
+async def handle_elect_leaders(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    req = request.body
+    election_type = req.election_type if request.api_version >= 1 else 0
+    asked = req.topic_partitions
+    if election_type not in ELECTION_TYPES:
+        message = f"Unknown election type {election_type}"
+        results = [
+            {
+                "topic": t.topic,
+                "partition_result": [
+                    {
+                        "partition_id": p,
+                        "error_code": codes.INVALID_REQUEST,
+                        "error_message": message,
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in asked or ()
+        ]
+        return ElectLeadersResponse(
+            throttle_time_ms=0, error_code=codes.INVALID_REQUEST, replica_election_results=results
+        )
+    if asked is None:
+        # Every partition: those that need no election (all of them, here) are left out.
+        results = [{"topic": name, "partition_result": []} for name in ctx.store.topics()]
+    else:
+        results = []
+        for t in asked:
+            answers = []
+            for p in t.partitions:
+                error, message = _election(ctx, t.topic, p)
+                answers.append({"partition_id": p, "error_code": error, "error_message": message})
+            results.append({"topic": t.topic, "partition_result": answers})
+    return ElectLeadersResponse(
+        throttle_time_ms=0, error_code=codes.NONE, replica_election_results=results
+    )
+
+
+# --- AlterPartitionReassignments ---------------------------------------------------------------
+#: Kafka's ``Errors.NO_REASSIGNMENT_IN_PROGRESS.message()``.
+_NO_REASSIGNMENT = "No partition reassignment is in progress."
+
+
+def _reassignment(ctx: BrokerContext, topic: str, target: Struct) -> tuple[int, str | None]:
+    """Kafka's controller's ``alterPartitionReassignment`` on one node: (error code, message)."""
+    store = ctx.store
+    partition = target.partition_index
+    if topic not in store.topics():
+        return codes.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}."
+    if not 0 <= partition < store.partitions(topic):
+        return (
+            codes.UNKNOWN_TOPIC_OR_PARTITION,
+            f"Unable to find partition {topic}:{partition}.",
+        )
+    if target.replicas is None:
+        return codes.NO_REASSIGNMENT_IN_PROGRESS, _NO_REASSIGNMENT
+    brokers = sorted(target.replicas)
+    if not brokers:
+        return (
+            codes.INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes an empty replica list.",
+        )
+    previous = None
+    for broker in brokers:
+        if broker != ctx.node_id:
+            return (
+                codes.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {broker}, but no such broker "
+                "is registered.",
+            )
+        if broker == previous:
+            return (
+                codes.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {broker} more than once.",
+            )
+        previous = broker
+    return codes.NONE, None  # [this node]: where the partition already is
+
+
+async def handle_alter_partition_reassignments(
+    ctx: BrokerContext, request: Request, peer: Peer
+) -> Struct:
+    req = request.body
+    responses = []
+    for t in req.topics:
+        partitions = []
+        for target in t.partitions:
+            error, message = _reassignment(ctx, t.name, target)
+            if error != codes.NONE:
+                logger.info(
+                    "refused the reassignment of %s-%d to %s: %s",
+                    t.name, target.partition_index, target.replicas, codes.error_name(error),
+                )  # fmt: skip
+            partitions.append(
+                {
+                    "partition_index": target.partition_index,
+                    "error_code": error,
+                    "error_message": message,
+                }
+            )
+        responses.append({"name": t.name, "partitions": partitions})
+    return AlterPartitionReassignmentsResponse(
+        throttle_time_ms=0,
+        allow_replication_factor_change=req.allow_replication_factor_change
+        if request.api_version >= 1
+        else True,
+        error_code=codes.NONE,
+        error_message=None,
+        responses=responses,
+    )

@@ -488,3 +488,36 @@ def test_reassignment_and_election_messages_over_the_wire(broker: Any) -> None:
         assert response.error_code == 42  # INVALID_REQUEST
         ((result,),) = [r.partition_result for r in response.replica_election_results]
         assert (result.error_code, result.error_message) == (42, "Unknown election type 5")
+
+
+def test_clearing_this_brokers_throttles_is_accepted_and_changes_nothing(broker: Any) -> None:
+    """``kafka-reassign-partitions --verify`` deletes this broker's replication throttles
+    (IncrementalAlterConfigs DELETE on broker "<node id>"): there are none, so it succeeds as on
+    Kafka; any other broker config change is still refused."""
+    from compactlog.protocol.messages import IncrementalAlterConfigsRequest
+    from tests.broker.test_server_basics import Client
+
+    node = str(broker.broker.ctx.node_id)
+    throttles = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+
+    def alter(name: str, op: int) -> tuple[int, Any]:
+        request = IncrementalAlterConfigsRequest(
+            resources=[
+                {
+                    "resource_type": 4,  # broker
+                    "resource_name": name,
+                    "configs": [
+                        {"name": key, "config_operation": op, "value": None if op == 1 else "1"}
+                        for key in throttles
+                    ],
+                }
+            ],
+            validate_only=False,
+        )
+        with Client(broker.port) as client:
+            (result,) = client.call(44, 1, request).responses
+        return result.error_code, result.error_message
+
+    assert alter(node, 1) == (0, None)  # DELETE
+    assert alter(node, 0)[0] == 42  # SET: INVALID_REQUEST, broker configs are static
+    assert alter("", 1)[0] == 42  # the cluster-wide default is not this broker's

@@ -413,3 +413,47 @@ def test_kafka_consumer_groups_delete_offsets(pair: BrokerPair) -> None:
         assert busy.stdout.count("GroupSubscribedToTopicException") == 2
     finally:
         running.stop()
+
+
+# --- kafka-leader-election, kafka-reassign-partitions, kafka-transactions describe-producers -----
+def test_elections_reassignments_and_producers(pair: BrokerPair, tmp_path: Path) -> None:
+    same = pair.same
+    same("kafka-topics", "--create", "--topic", "t", "--partitions", "2")
+    same("kafka-console-producer", "--topic", "t", *PRODUCER, input=RECORDS)
+    one = same("kafka-leader-election", "--election-type", "preferred", "--topic", "t",
+               "--partition", "0")  # fmt: skip
+    assert one.lines() == ["Valid replica already elected for partitions t-0"]
+    # Every partition: those that need no election are left out, so nothing is printed.
+    for election in ("unclean", "preferred"):
+        everything = same("kafka-leader-election", "--election-type", election,
+                          "--all-topic-partitions")  # fmt: skip
+        assert everything.stdout == ""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1]}]}))  # fmt: skip
+    # Reassigning to where the partition is: accepted, completed at once.
+    started = same("kafka-reassign-partitions", "--reassignment-json-file", str(plan), "--execute")
+    assert "Successfully started partition reassignment for t-0" in started.stdout
+    verified = same("kafka-reassign-partitions", "--reassignment-json-file", str(plan), "--verify")
+    assert "Reassignment of partition t-0 is completed." in verified.stdout
+    assert same("kafka-reassign-partitions", "--list").lines() == [
+        "No partition reassignments found."
+    ]
+    cancelled = same("kafka-reassign-partitions", "--reassignment-json-file", str(plan), "--cancel")
+    assert "None of the specified partition reassignments are active." in cancelled.stdout
+    moved = tmp_path / "moved.json"
+    moved.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 1, "replicas": [2]}]}))  # fmt: skip
+    refused = same("kafka-reassign-partitions", "--reassignment-json-file", str(moved),
+                   "--execute", returncode=1)  # fmt: skip
+    assert "Unknown broker id 2" in refused.stdout
+    # The last timestamps differ between the two brokers; the rest is the same.
+    kafka, compactlog = pair.run("kafka-transactions", "describe-producers", "--topic", "t",
+                                 "--partition", "0")  # fmt: skip
+
+    def columns(outcome: Any) -> list[list[str]]:
+        header, *rows = outcome.stdout.splitlines()
+        return [header.split()] + [row.split()[:4] + row.split()[5:] for row in rows]
+
+    assert (kafka.returncode, columns(kafka)) == (compactlog.returncode, columns(compactlog))
+    assert len(columns(kafka)) == 2  # the console producer, one row

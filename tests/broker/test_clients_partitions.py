@@ -134,6 +134,7 @@ def test_create_partitions_duplicate_and_offsets_topic(broker: Any) -> None:
     from tests.broker.test_server_basics import Client
 
     create_topic(broker, "dup", 1)
+    create_topic(broker, "huge", 1)
     on_broker(broker, lambda store: broker.broker.ctx.coordinator())  # creates OFFSETS_TOPIC
     with Client(broker.port) as client:
         request = CreatePartitionsRequest(
@@ -141,6 +142,7 @@ def test_create_partitions_duplicate_and_offsets_topic(broker: Any) -> None:
                 {"name": "dup", "count": 2, "assignments": None},
                 {"name": "dup", "count": 3, "assignments": None},
                 {"name": OFFSETS_TOPIC, "count": 100, "assignments": None},
+                {"name": "huge", "count": 2**31 - 1, "assignments": None},
             ],
             timeout_ms=1000,
             validate_only=False,
@@ -149,6 +151,8 @@ def test_create_partitions_duplicate_and_offsets_topic(broker: Any) -> None:
     results = {r.name: (r.error_code, r.error_message) for r in response.results}
     assert results["dup"] == (42, "Duplicate topic name.")  # INVALID_REQUEST
     assert results[OFFSETS_TOPIC][0] == 44  # POLICY_VIOLATION
+    assert results["huge"] == (44, "Unable to perform excessively large batch operation.")
+    assert partitions(broker, "huge") == 1
     assert partitions(broker, "dup") == 1
 
 

@@ -12,7 +12,9 @@ Answers are Kafka 4.4's controller's, with its messages, because Kafka's tools p
   exactly this node once (the only registered broker; every partition has one replica):
   INVALID_REPLICA_ASSIGNMENT otherwise. On one node an assignment that passes places the
   partition where it would go anyway, so it is accepted. ``validate_only`` runs every check
-  and creates nothing.
+  and creates nothing. More than ``MAX_RECORDS_PER_USER_OP`` (10,000) new partitions in one
+  topic is POLICY_VIOLATION ("Unable to perform excessively large batch operation."), as Kafka's
+  controller refuses to write that many records for one request.
   ``__consumer_offsets`` does not grow while this broker serves the group APIs
   (POLICY_VIOLATION): the coordinator maps each group to a partition by the partition count
   it started with, and a new count would send a group's later commits to another partition
@@ -59,6 +61,7 @@ from compactlog.protocol.messages import (
     DescribeProducersResponse,
     ElectLeadersResponse,
 )
+from compactlog.storage.store import MAX_RECORDS_PER_USER_OP
 
 __all__ = [
     "handle_alter_partition_reassignments",
@@ -134,6 +137,10 @@ def _grow(ctx: BrokerContext, topic: Struct, validate_only: bool) -> None:
         raise InvalidPartitionsError(
             f"The topic {name} currently has {current} partition(s); {topic.count} would not "
             "be an increase."
+        )
+    if topic.count - current > MAX_RECORDS_PER_USER_OP:  # one PartitionRecord each
+        raise _Refused(
+            codes.POLICY_VIOLATION, "Unable to perform excessively large batch operation."
         )
     if topic.assignments is not None:
         _check_assignments(ctx, topic, current)

@@ -22,6 +22,7 @@ from compactlog.errors import (
     FENCED_INSTANCE_ID,
     GROUP_ID_NOT_FOUND,
     GROUP_MAX_SIZE_REACHED,
+    GROUP_SUBSCRIBED_TO_TOPIC,
     ILLEGAL_GENERATION,
     INCONSISTENT_GROUP_PROTOCOL,
     INVALID_GROUP_ID,
@@ -698,6 +699,31 @@ def test_delete_groups(h: Harness) -> None:
     coord = h.restart()
     assert coord.fetch_offsets("idle").partitions == ()
     assert {g.group_id for g in coord.list_groups()} == {GROUP}
+
+
+def test_delete_offsets(h: Harness) -> None:
+    """OffsetDelete: a live consumer group keeps the offsets of its subscribed topics; other
+    offsets get tombstones that survive a reload; a live group of another protocol type is
+    NON_EMPTY_GROUP; unknown and empty group ids are refused."""
+    (a,) = h.form(1)  # subscribes to "t"
+    h.coord.commit_offsets(GROUP, 1, a.member_id, -1, [("t", 0, 5), ("u", 0, 6), ("u", 1, 7)])
+    error, results = h.coord.delete_offsets(GROUP, [("t", 0), ("u", 0), ("u", 9)])
+    assert error == NONE
+    assert [(r.topic, r.partition, r.error_code) for r in results] == [
+        ("t", 0, GROUP_SUBSCRIBED_TO_TOPIC),
+        ("u", 0, NONE),
+        ("u", 9, NONE),  # no offset: nothing to delete, no error (as Kafka)
+    ]
+    committed = {(p.topic, p.partition) for p in h.coord.fetch_offsets(GROUP).partitions}
+    assert committed == {("t", 0), ("u", 1)}
+    assert h.coord.delete_offsets("unknown", [("t", 0)]) == (GROUP_ID_NOT_FOUND, [])
+    assert h.coord.delete_offsets("", [("t", 0)]) == (INVALID_GROUP_ID, [])
+    h.join(group="connect", protocol_type="connect", protocols=[("default", b"x")])
+    h.advance(INITIAL_DELAY + 100)
+    assert h.coord.delete_offsets("connect", [("t", 0)]) == (NON_EMPTY_GROUP, [])
+    coord = h.restart()
+    committed = {(p.topic, p.partition) for p in coord.fetch_offsets(GROUP).partitions}
+    assert committed == {("t", 0), ("u", 1)}
 
 
 # --- listing, describing, shutting down --------------------------------------------------------

@@ -59,6 +59,9 @@ TOOLS: Mapping[str, str] = {
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
     "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
     "kafka-storage": "kafka.tools.StorageTool",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
 }
 
 #: JVM options of the short-lived tool processes: they start in about a second; the serial

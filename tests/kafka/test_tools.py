@@ -365,3 +365,95 @@ def test_kafka_consumer_groups(pair: BrokerPair) -> None:
     missing = same("kafka-consumer-groups", "--delete", "--group", "nosuch")
     assert "GroupIdNotFoundException" in missing.stdout
     assert same("kafka-consumer-groups", "--list").lines() == []
+
+
+# --- kafka-topics --alter, kafka-consumer-groups --delete-offsets (CreatePartitions, OffsetDelete)
+def test_kafka_topics_alter_partitions(pair: BrokerPair) -> None:
+    same = pair.same
+    same("kafka-topics", "--create", "--topic", "g", "--partitions", "1")
+    assert same("kafka-topics", "--alter", "--topic", "g", "--partitions", "3").stdout == ""
+    described = same("kafka-topics", "--describe", "--topic", "g")
+    assert "PartitionCount: 3" in described.lines()[0]
+    shrink = same("kafka-topics", "--alter", "--topic", "g", "--partitions", "2", returncode=1)
+    assert "The topic g currently has 3 partition(s); 2 would not be an increase." in shrink.stdout
+    keep = same("kafka-topics", "--alter", "--topic", "g", "--partitions", "3", returncode=1)
+    assert "Topic already has 3 partition(s)." in keep.stdout
+    same("kafka-topics", "--alter", "--topic", "nosuch", "--partitions", "3", returncode=1)
+    # Explicit assignments (the new partition's replicas are the last entry): only this node.
+    wrong = same("kafka-topics", "--alter", "--topic", "g", "--partitions", "4",
+                 "--replica-assignment", "1,1,1,2", returncode=1)  # fmt: skip
+    assert "includes broker 2, but no such broker is registered." in wrong.stdout
+    same("kafka-topics", "--alter", "--topic", "g", "--partitions", "4",
+         "--replica-assignment", "1,1,1,1")  # fmt: skip
+    assert "PartitionCount: 4" in same("kafka-topics", "--describe", "--topic", "g").lines()[0]
+
+
+def test_kafka_consumer_groups_delete_offsets(pair: BrokerPair) -> None:
+    same = pair.same
+    same("kafka-topics", "--create", "--topic", "t", "--partitions", "2")
+    same("kafka-console-producer", "--topic", "t", *PRODUCER, input=RECORDS)
+    same("kafka-consumer-groups", "--reset-offsets", "--group", "g", "--topic", "t",
+         "--to-offset", "1", "--execute")  # fmt: skip
+    deleted = same("kafka-consumer-groups", "--delete-offsets", "--group", "g", "--topic", "t:0")
+    assert deleted.lines()[0] == "Request succeeded for deleting offsets from group g."
+    assert deleted.lines()[3].split() == ["t", "0", "Successful"]
+    left = same("kafka-consumer-groups", "--describe", "--group", "g", "--offsets")
+    assert [line.split()[:4] for line in left.lines()[2:]] == [["g", "t", "1", "1"]]
+    same("kafka-consumer-groups", "--delete-offsets", "--group", "g", "--topic", "t")
+    unknown = same("kafka-consumer-groups", "--delete-offsets", "--group", "g", "--topic", "nosuch")
+    assert "UnknownTopicOrPartitionException" in unknown.stdout
+    missing = same("kafka-consumer-groups", "--delete-offsets", "--group", "nosuch", "--topic", "t")
+    assert "Error: The group id does not exist." in missing.stdout
+    # An active group: the topic its member consumes is refused (exit 0 on Kafka too).
+    running = Background(pair, "kafka-console-consumer", "--topic", "t", "--group", "g2",
+                         "--from-beginning")  # fmt: skip
+    try:
+        eventually(lambda: _stable(pair, "g2"), "stable group g2 on both brokers")
+        busy = same("kafka-consumer-groups", "--delete-offsets", "--group", "g2", "--topic", "t")
+        assert busy.stdout.count("GroupSubscribedToTopicException") == 2
+    finally:
+        running.stop()
+
+
+# --- kafka-leader-election, kafka-reassign-partitions, kafka-transactions describe-producers -----
+def test_elections_reassignments_and_producers(pair: BrokerPair, tmp_path: Path) -> None:
+    same = pair.same
+    same("kafka-topics", "--create", "--topic", "t", "--partitions", "2")
+    same("kafka-console-producer", "--topic", "t", *PRODUCER, input=RECORDS)
+    one = same("kafka-leader-election", "--election-type", "preferred", "--topic", "t",
+               "--partition", "0")  # fmt: skip
+    assert one.lines() == ["Valid replica already elected for partitions t-0"]
+    # Every partition: those that need no election are left out, so nothing is printed.
+    for election in ("unclean", "preferred"):
+        everything = same("kafka-leader-election", "--election-type", election,
+                          "--all-topic-partitions")  # fmt: skip
+        assert everything.stdout == ""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1]}]}))  # fmt: skip
+    # Reassigning to where the partition is: accepted, completed at once.
+    started = same("kafka-reassign-partitions", "--reassignment-json-file", str(plan), "--execute")
+    assert "Successfully started partition reassignment for t-0" in started.stdout
+    verified = same("kafka-reassign-partitions", "--reassignment-json-file", str(plan), "--verify")
+    assert "Reassignment of partition t-0 is completed." in verified.stdout
+    assert same("kafka-reassign-partitions", "--list").lines() == [
+        "No partition reassignments found."
+    ]
+    cancelled = same("kafka-reassign-partitions", "--reassignment-json-file", str(plan), "--cancel")
+    assert "None of the specified partition reassignments are active." in cancelled.stdout
+    moved = tmp_path / "moved.json"
+    moved.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 1, "replicas": [2]}]}))  # fmt: skip
+    refused = same("kafka-reassign-partitions", "--reassignment-json-file", str(moved),
+                   "--execute", returncode=1)  # fmt: skip
+    assert "Unknown broker id 2" in refused.stdout
+    # The last timestamps differ between the two brokers; the rest is the same.
+    kafka, compactlog = pair.run("kafka-transactions", "describe-producers", "--topic", "t",
+                                 "--partition", "0")  # fmt: skip
+
+    def columns(outcome: Any) -> list[list[str]]:
+        header, *rows = outcome.stdout.splitlines()
+        return [header.split()] + [row.split()[:4] + row.split()[5:] for row in rows]
+
+    assert (kafka.returncode, columns(kafka)) == (compactlog.returncode, columns(compactlog))
+    assert len(columns(kafka)) == 2  # the console producer, one row

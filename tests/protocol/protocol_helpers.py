@@ -37,6 +37,10 @@ with warnings.catch_warnings():
         ListGroupsResponse,
     )
     from kafka.protocol.admin.topics import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
         CreateTopicsRequest,
         CreateTopicsResponse,
         DeleteRecordsRequest,
@@ -45,8 +49,14 @@ with warnings.catch_warnings():
         DeleteTopicsResponse,
         DescribeTopicPartitionsRequest,
         DescribeTopicPartitionsResponse,
+        ElectLeadersRequest,
+        ElectLeadersResponse,
         ListPartitionReassignmentsRequest,
         ListPartitionReassignmentsResponse,
+    )
+    from kafka.protocol.admin.transactions import (
+        DescribeProducersRequest,
+        DescribeProducersResponse,
     )
     from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
     from kafka.protocol.consumer.group import (
@@ -58,6 +68,8 @@ with warnings.catch_warnings():
         LeaveGroupResponse,
         OffsetCommitRequest,
         OffsetCommitResponse,
+        OffsetDeleteRequest,
+        OffsetDeleteResponse,
         OffsetFetchRequest,
         OffsetFetchResponse,
         SyncGroupRequest,
@@ -113,9 +125,14 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
         (AlterConfigsRequest, AlterConfigsResponse),
         (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
         (DescribeLogDirsRequest, DescribeLogDirsResponse),
+        (CreatePartitionsRequest, CreatePartitionsResponse),
         (DeleteGroupsRequest, DeleteGroupsResponse),
+        (ElectLeadersRequest, ElectLeadersResponse),
+        (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
         (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
+        (OffsetDeleteRequest, OffsetDeleteResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
+        (DescribeProducersRequest, DescribeProducersResponse),
         (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
     ]
 }

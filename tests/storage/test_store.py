@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from compactlog.errors import (
+    InvalidArgumentError,
     InvalidPartitionsError,
     InvalidTopicError,
     StorageError,
@@ -292,3 +293,46 @@ def test_no_file_stays_open_after_the_store_is_closed_or_abandoned(
     else:
         manager_of(store).abandon()
     assert open_files_under(data) == []
+
+
+def test_create_partitions_grows_keeps_records_and_survives_reopen(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    from compactlog.storage.topic_catalog import read_partition_copy
+
+    store = open_store()
+    store.create_topic("grow", 2, {"cleanup.policy": "compact"})
+    store.append("grow", 0, [(b"k", b"v0")])
+    store.append("grow", 1, [(b"k", b"v1")])
+    topic_id = store.topic_info("grow").topic_id
+    store.create_partitions("grow", 5)
+    assert store.partitions("grow") == 5
+    assert store.topic_info("grow").topic_id == topic_id
+    assert store.topic_config("grow").overrides == {"cleanup.policy": "compact"}
+    assert [r.value for r in store.read("grow", 0)] == [b"v0"]
+    assert [r.value for r in store.read("grow", 1)] == [b"v1"]
+    assert store.log_end_offset("grow", 4) == 0
+    partition, _ = store.produce("grow", b"some key", b"x")
+    assert partition == partition_for_key(b"some key", 5)
+    for p in range(5):  # every partition's copy of the catalog entry has the new count
+        copy = read_partition_copy(store.fs, os.path.join(store.path, f"grow-{p}"), "grow")
+        assert copy is not None and copy.partitions == 5
+    close_managed(store)
+    reopened = open_store()
+    assert reopened.partitions("grow") == 5
+    assert next(r.value for r in reopened.read("grow", 1)) == b"v1"
+    assert [r.value for r in reopened.read("grow", partition)][-1] == b"x"
+
+
+def test_create_partitions_refuses_shrinking_and_keeping(open_store: StoreFactory) -> None:
+    store = open_store()
+    store.create_topic("t", 3)
+    with pytest.raises(InvalidPartitionsError, match=r"currently has 3 partition\(s\); 2 would"):
+        store.create_partitions("t", 2)
+    with pytest.raises(InvalidPartitionsError, match=r"already has 3 partition\(s\)"):
+        store.create_partitions("t", 3)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        store.create_partitions("missing", 3)
+    with pytest.raises(InvalidArgumentError, match="must be an int"):
+        store.create_partitions("t", "4")  # type: ignore[arg-type]
+    assert store.partitions("t") == 3

@@ -13,9 +13,11 @@ versions decide what the tools print: CreateTopics v4+ (default partitions and r
 factor) to v7 (topic ids), Metadata v10+ (topic ids) to v13, ListOffsets v7+ (max timestamp)
 to v11, DescribeConfigs v3-v4, DescribeGroups v6 (GROUP_ID_NOT_FOUND), ListGroups v5 (type
 filters), DeleteGroups v0-v2, DeleteTopics v6, DeleteRecords v2, AlterConfigs v2,
-IncrementalAlterConfigs v1, and
-four APIs that exist only in flexible versions: DescribeCluster, DescribeTopicPartitions,
-ListPartitionReassignments and DescribeLogDirs. kafka-python, librdkafka 2.16 and aiokafka use
+IncrementalAlterConfigs v1, CreatePartitions v0-v3, OffsetDelete v0 (its only version),
+ElectLeaders v0-v2, and six APIs that exist only in flexible versions: DescribeCluster,
+DescribeTopicPartitions, ListPartitionReassignments, DescribeLogDirs, DescribeProducers (v0, its
+only version) and AlterPartitionReassignments v0-v1.
+kafka-python, librdkafka 2.16 and aiokafka use
 the higher versions too where they know them; every one is checked against kafka-python's
 schemas and with those clients.
 
@@ -55,10 +57,15 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -91,10 +98,15 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 5),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 2),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
 

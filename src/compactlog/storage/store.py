@@ -65,6 +65,7 @@ from compactlog.errors import (
     InvalidPartitionsError,
     InvalidRecordError,
     MalformedCheckpointError,
+    PolicyViolationError,
     StorageError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
@@ -588,6 +589,64 @@ class Store:
                     self._load_partition(name, partition, None, None)
             finally:
                 self._created = []
+
+    def create_partitions(self, name: str, count: int) -> None:
+        """Grow topic ``name`` to ``count`` partitions (Kafka's CreatePartitions). Partitions are
+        never removed: a ``count`` that is not larger than the current one raises
+        :class:`InvalidPartitionsError`, with Kafka's messages. The existing partitions and
+        their records are untouched; keyed records produced afterwards go to
+        ``murmur2(key) % count``, as with Kafka."""
+        _check_str("name", name)
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral):
+            raise InvalidArgumentError(
+                f"partition count of topic {name!r} must be an int, not "
+                f"{_type_name(count)} {count!r}"
+            )
+        count = int(count)
+        with self._lock:
+            self._check_open()
+            info = self._topic(name)
+            current = info.partitions
+            if count == current:
+                raise InvalidPartitionsError(f"Topic already has {current} partition(s).")
+            if count < current:
+                raise InvalidPartitionsError(
+                    f"The topic {name} currently has {current} partition(s); {count} would not "
+                    "be an increase."
+                )
+            added = count - current
+            if added > MAX_RECORDS_PER_USER_OP:
+                raise PolicyViolationError("Unable to perform excessively large batch operation.")
+            limit = _open_files_limit()
+            needed = FILES_PER_PARTITION * (len(self._logs) + added) + _SPARE_FILES
+            if limit is not None and needed > limit:
+                raise InvalidPartitionsError(
+                    f"topic {name!r} cannot grow to {count} partitions: with the "
+                    f"{len(self._logs)} partitions open, the store would keep at least "
+                    f"{needed - _SPARE_FILES} files open, and the limit of open files "
+                    f"(ulimit -n) is {limit}"
+                )
+            for partition in range(current, count):
+                self._set_aside_stray(name, partition)
+            self._topics[name] = info._replace(partitions=count)
+            try:
+                self._save_topics()
+            except StorageError:
+                self._topics[name] = info  # the file still has the old count
+                raise
+            self._round_robin.pop(name, None)
+            try:
+                for partition in range(current, count):
+                    self._load_partition(name, partition, None, None)
+            finally:
+                self._created = []
+            # The old partitions' copies of the catalog entry learn the new count too.
+            for partition in range(current):
+                write_partition_copy(
+                    self.fs,
+                    os.path.join(self.path, partition_dir_name(name, partition)),
+                    self._topics[name],
+                )
 
     def _set_aside_stray(self, name: str, partition: int) -> None:
         """Before creating ``name``: a directory of that partition that the catalog does not

@@ -49,6 +49,7 @@ from compactlog.broker.coordinator.rebalance import Rebalancer
 from compactlog.broker.coordinator.runtime import CoordinatorRuntime, Record
 from compactlog.errors import (
     GROUP_ID_NOT_FOUND,
+    GROUP_SUBSCRIBED_TO_TOPIC,
     ILLEGAL_GENERATION,
     NON_EMPTY_GROUP,
     NONE,
@@ -245,6 +246,41 @@ class OffsetManager:
 
     def delete_groups(self, group_ids: Sequence[str]) -> list[GroupError]:
         return [GroupError(g, self.delete_group(g)) for g in group_ids]
+
+    # --- OffsetDelete -------------------------------------------------------------------------
+    def delete_offsets(
+        self, group_id: str, partitions: Sequence[tuple[str, int]]
+    ) -> tuple[int, list[PartitionResult]]:
+        """OffsetDelete, as Kafka's ``OffsetMetadataManager.deleteOffsets`` for a classic group:
+        (the group's error, one result per partition). An unknown or Dead group is
+        GROUP_ID_NOT_FOUND; a group with members that is not a consumer group is
+        NON_EMPTY_GROUP; a partition of a topic the members subscribe to is
+        GROUP_SUBSCRIBED_TO_TOPIC. Every other partition gets NONE and, when the group has an
+        offset for it, a tombstone in ``__consumer_offsets``."""
+        group = self.rt.groups.get(group_id)
+        if group is None or group.is_in(GroupState.DEAD):
+            return GROUP_ID_NOT_FOUND, []
+        if not group.is_in(GroupState.EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return NON_EMPTY_GROUP, []
+        offsets = self.offsets.get(group_id, {})
+        results = []
+        deleted = []
+        for topic, partition in partitions:
+            if group.is_subscribed_to_topic(topic):
+                results.append(PartitionResult(topic, partition, GROUP_SUBSCRIBED_TO_TOPIC))
+                continue
+            results.append(PartitionResult(topic, partition, NONE))
+            if (topic, partition) in offsets and (topic, partition) not in deleted:
+                deleted.append((topic, partition))
+        if deleted:
+            error = self.rt.append(group_id, [offset_tombstone(group_id, t, p) for t, p in deleted])
+            if error != NONE:
+                return append_error_to_response_error(error), []
+            for tp in deleted:
+                offsets.pop(tp, None)
+            if not offsets:
+                self.offsets.pop(group_id, None)
+        return NONE, results
 
     # --- loading ------------------------------------------------------------------------------
     def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:

@@ -4,10 +4,10 @@ Theory of operation
 ===================
 
 :class:`GroupCoordinator` answers the group requests (JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups) as Kafka's
-``GroupCoordinatorService`` does for classic groups. It opens no socket, starts no thread and
-needs no event loop: time comes from an injected clock in epoch milliseconds, and everything
-happens inside a method call. Call it from one thread (the broker's event loop).
+LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete) as
+Kafka's ``GroupCoordinatorService`` does for classic groups. It opens no socket, starts no
+thread and needs no event loop: time comes from an injected clock in epoch milliseconds, and
+everything happens inside a method call. Call it from one thread (the broker's event loop).
 
 **Delayed responses.** JoinGroup and SyncGroup return a :class:`~.delayed.Pending`
 response. It is done at once when Kafka answers at once (an error, a follower rejoining a Stable
@@ -73,8 +73,12 @@ Static membership (``group.instance.id``) follows Kafka too: a static member tha
 without its member id replaces its old id (whose parked requests get FENCED_INSTANCE_ID) and,
 in a Stable group whose protocol does not change, no rebalance happens.
 
-Not here: KIP-848 consumer groups, transactional offset commits (TxnOffsetCommit), OffsetDelete,
-and topic existence checks for commits (Kafka's request handler does those, not the coordinator).
+OffsetDelete (:meth:`GroupCoordinator.delete_offsets`) writes tombstones for the offsets of
+partitions no member consumes, as Kafka's does for a classic group.
+
+Not here: KIP-848 consumer groups, transactional offset commits (TxnOffsetCommit), and topic
+existence checks for commits and offset deletions (Kafka's request handler does those, not the
+coordinator).
 """
 
 from __future__ import annotations
@@ -485,3 +489,15 @@ class GroupCoordinator:
         unknown ones); writes tombstones for the group and all its offsets."""
         self._advance()
         return self.offset_manager.delete_groups(group_ids)
+
+    def delete_offsets(
+        self, group_id: str, partitions: Sequence[tuple[str, int]]
+    ) -> tuple[int, list[PartitionResult]]:
+        """OffsetDelete: (the group's error, one result per partition); writes tombstones for
+        the deleted offsets. INVALID_GROUP_ID for an empty group id, GROUP_ID_NOT_FOUND for an
+        unknown group, NON_EMPTY_GROUP for a live group that is not a consumer group,
+        GROUP_SUBSCRIBED_TO_TOPIC for the partitions of a topic its members subscribe to."""
+        self._advance()
+        if not group_id:
+            return INVALID_GROUP_ID, []
+        return self.offset_manager.delete_offsets(group_id, partitions)

@@ -11,9 +11,11 @@ escapes is a bug, logged by the connection, which then closes.
 * :mod:`.produce` - Produce, InitProducerId;
 * :mod:`.fetch` - Fetch (with long polling), ListOffsets;
 * :mod:`.topics` - CreateTopics, DeleteTopics, DeleteRecords;
+* :mod:`.partitions` - CreatePartitions, ElectLeaders, AlterPartitionReassignments,
+  DescribeProducers;
 * :mod:`.configs` - DescribeConfigs, AlterConfigs, IncrementalAlterConfigs;
 * :mod:`.cluster` - DescribeCluster, DescribeTopicPartitions, ListPartitionReassignments,
   DescribeLogDirs (what Kafka's admin tools ask besides Metadata);
-* :mod:`.groups` - FindCoordinator and the classic group APIs, over
+* :mod:`.groups` - FindCoordinator and the classic group APIs (OffsetDelete included), over
   :class:`compactlog.broker.coordinator.service.GroupCoordinator`.
 """

@@ -248,7 +248,21 @@ def _alter(ctx: BrokerContext, resource: Struct, validate_only: bool) -> None:
         logger.info("replaced the configs of topic %s: %s", name, new)
 
 
+def _deletes_nothing(ctx: BrokerContext, resource: Struct) -> bool:
+    """Whether ``resource`` only deletes dynamic configs of this broker (``kafka-reassign-partitions
+    --verify`` clears its replication throttles that way): this broker has none, so Kafka would
+    accept it and change nothing. The cluster-wide default (resource name "") is not this."""
+    return (
+        resource.resource_type == BROKER_RESOURCE
+        and str(resource.resource_name) == str(ctx.node_id)
+        and bool(resource.configs)
+        and all(config.config_operation == OP_DELETE for config in resource.configs)
+    )
+
+
 def _incremental_alter(ctx: BrokerContext, resource: Struct, validate_only: bool) -> None:
+    if _deletes_nothing(ctx, resource):
+        return
     name = _check_resource(ctx, resource, incremental=True)
     sets: dict[str, str] = {}
     deletes: list[str] = []

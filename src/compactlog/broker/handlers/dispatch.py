@@ -27,6 +27,7 @@ from compactlog.broker.handlers.groups import (
     handle_leave_group,
     handle_list_groups,
     handle_offset_commit,
+    handle_offset_delete,
     handle_offset_fetch,
     handle_sync_group,
 )
@@ -35,6 +36,12 @@ from compactlog.broker.handlers.metadata import (
     api_versions_body,
     handle_api_versions,
     handle_metadata,
+)
+from compactlog.broker.handlers.partitions import (
+    handle_alter_partition_reassignments,
+    handle_create_partitions,
+    handle_describe_producers,
+    handle_elect_leaders,
 )
 from compactlog.broker.handlers.produce import handle_init_producer_id, handle_produce
 from compactlog.broker.handlers.topics import (
@@ -70,10 +77,15 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
+    ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
+    ApiKey.OFFSET_DELETE: handle_offset_delete,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
 }
 

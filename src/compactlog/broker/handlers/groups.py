@@ -34,7 +34,7 @@ from typing import TypeVar
 
 from compactlog import errors as codes
 from compactlog.broker.context import BrokerContext, Peer
-from compactlog.broker.coordinator.api import DescribedGroup, ListedGroup
+from compactlog.broker.coordinator.api import DescribedGroup, ListedGroup, PartitionResult
 from compactlog.broker.coordinator.classic_group import GroupState
 from compactlog.broker.coordinator.delayed import Pending
 from compactlog.errors import CompactlogError
@@ -48,6 +48,7 @@ from compactlog.protocol.messages import (
     LeaveGroupResponse,
     ListGroupsResponse,
     OffsetCommitResponse,
+    OffsetDeleteResponse,
     OffsetFetchResponse,
     SyncGroupResponse,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "handle_leave_group",
     "handle_list_groups",
     "handle_offset_commit",
+    "handle_offset_delete",
     "handle_offset_fetch",
     "handle_sync_group",
 ]
@@ -331,4 +333,52 @@ async def handle_delete_groups(ctx: BrokerContext, request: Request, peer: Peer)
     return DeleteGroupsResponse(
         throttle_time_ms=0,
         results=[{"group_id": name, "error_code": errors[name]} for name in names],
+    )
+
+
+async def handle_offset_delete(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    """OffsetDelete v0 (``kafka-consumer-groups --delete-offsets``), as Kafka's request handler
+    and classic group coordinator answer it: partitions of unknown topics get
+    UNKNOWN_TOPIC_OR_PARTITION from the handler, the rest go to the coordinator; a group error
+    (INVALID_GROUP_ID, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, or a failed write) replaces the
+    whole answer, as Kafka's ``OffsetDeleteResponse.Builder.merge`` does."""
+    req = request.body
+    store = ctx.store
+    known = set(store.topics())
+    unknown: dict[str, list[int]] = {}
+    wanted: list[tuple[str, int]] = []
+    for t in req.topics:
+        for p in t.partitions:
+            index = p.partition_index
+            if t.name in known and 0 <= index < store.partitions(t.name):
+                wanted.append((t.name, index))
+            else:
+                unknown.setdefault(t.name, []).append(index)
+    results: list[PartitionResult] = []
+    if not req.group_id:
+        error = codes.INVALID_GROUP_ID
+    elif ctx.groups is None:  # before the first group request there is no group at all
+        error = codes.GROUP_ID_NOT_FOUND
+    else:
+        error, results = ctx.groups.delete_offsets(req.group_id, wanted)
+        ctx.on_group_request()
+    if error != codes.NONE:
+        return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])
+    by_topic: dict[str, list[dict[str, int]]] = {}
+    for name, indexes in unknown.items():
+        by_topic[name] = [
+            {"partition_index": i, "error_code": codes.UNKNOWN_TOPIC_OR_PARTITION} for i in indexes
+        ]
+    for r in results:
+        by_topic.setdefault(r.topic, []).append(
+            {"partition_index": r.partition, "error_code": r.error_code}
+        )
+        if r.error_code == codes.NONE:
+            logger.info(
+                "deleted the offset of %s-%d of group %s", r.topic, r.partition, req.group_id
+            )
+    return OffsetDeleteResponse(
+        error_code=codes.NONE,
+        throttle_time_ms=0,
+        topics=[{"name": name, "partitions": parts} for name, parts in by_topic.items()],
     )

@@ -67,6 +67,7 @@ GROUP_API_KEYS = frozenset(
         ApiKey.LIST_GROUPS,
         ApiKey.DESCRIBE_GROUPS,
         ApiKey.DELETE_GROUPS,
+        ApiKey.OFFSET_DELETE,
     }
 )
 #: Kafka's internal topics: flagged ``is_internal`` in Metadata, never auto-created.

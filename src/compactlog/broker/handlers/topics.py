@@ -64,7 +64,12 @@ from compactlog.storage.topic_names import (
     topic_collides,
 )
 
-__all__ = ["handle_create_topics", "handle_delete_records", "handle_delete_topics"]
+__all__ = [
+    "check_topic_name",
+    "handle_create_topics",
+    "handle_delete_records",
+    "handle_delete_topics",
+]
 
 logger = logging.getLogger("compactlog.broker")
 
@@ -97,6 +102,16 @@ def _duplicates(names: Iterable[str | None]) -> set[str | None]:
 # --- CreateTopics ------------------------------------------------------------------------------
 def _check_name(name: str, existing: list[str]) -> None:
     """Kafka's topic name checks, with its messages (``Topic.validate`` and the controller)."""
+    check_topic_name(name)
+    if name in existing:
+        raise TopicExistsError(f"Topic '{name}' already exists.")
+    for other in existing:
+        if topic_collides(name, other):
+            raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other}")
+
+
+def check_topic_name(name: str) -> None:
+    """Kafka's ``Topic.validate``, with its messages: raises :class:`InvalidTopicError`."""
     if not is_valid_topic_name(name):
         if name == "":
             problem = "the empty string is not allowed"
@@ -113,11 +128,6 @@ def _check_name(name: str, existing: list[str]) -> None:
                 "'.', '_' and '-'"
             )
         raise InvalidTopicError(f"Topic name is invalid: {problem}")
-    if name in existing:
-        raise TopicExistsError(f"Topic '{name}' already exists.")
-    for other in existing:
-        if topic_collides(name, other):
-            raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {other}")
 
 
 def _topic_configs(topic: Struct) -> dict[str, str]:

@@ -1,5 +1,6 @@
 """Admin APIs: CreateTopics (19), DeleteTopics (20), DeleteRecords (21), DescribeConfigs (32),
-AlterConfigs (33) and IncrementalAlterConfigs (44).
+AlterConfigs (33), CreatePartitions (37), ElectLeaders (43), IncrementalAlterConfigs (44) and
+AlterPartitionReassignments (45).
 
 Resource types in the config APIs: 2 = topic, 4 = broker. Config sources in DescribeConfigs:
 1 = dynamic topic config, 3 = dynamic cluster-wide broker default, 4 = static broker config,
@@ -10,7 +11,10 @@ Versions: CreateTopics v4 lets partitions and replication factor be -1, "the bro
 v7 its topic id. DeleteTopics v4 is flexible, v5 adds an error message, v6 names topics by id
 or name. DeleteRecords v2, AlterConfigs v2 and IncrementalAlterConfigs v1 are their first
 flexible versions with nothing else new. DescribeConfigs v3 adds each config's type and
-documentation, v4 is flexible.
+documentation, v4 is flexible. CreatePartitions v2 is flexible, v3 only marks that a throttled
+request gets THROTTLING_QUOTA_EXCEEDED. ElectLeaders v1 adds the election type (0 preferred,
+1 unclean) and a top-level error code, v2 is flexible. AlterPartitionReassignments v1 (KIP-860)
+adds ``allow_replication_factor_change``.
 """
 
 from __future__ import annotations
@@ -322,3 +326,157 @@ AlterConfigsRequest = ALTER_CONFIGS_REQUEST.cls
 AlterConfigsResponse = ALTER_CONFIGS_RESPONSE.cls
 IncrementalAlterConfigsRequest = INCREMENTAL_ALTER_CONFIGS_REQUEST.cls
 IncrementalAlterConfigsResponse = INCREMENTAL_ALTER_CONFIGS_RESPONSE.cls
+
+CREATE_PARTITIONS_REQUEST = Message(
+    "CreatePartitionsRequest",
+    37,
+    "0-3",
+    flexible="2+",
+    fields=[
+        struct_array(
+            "topics",
+            "CreatePartitionsTopic",
+            [
+                field("name", STRING),
+                field("count", INT32),  # the new partition count
+                struct_array(
+                    "assignments",
+                    "CreatePartitionsAssignment",
+                    [field("broker_ids", ArrayOf(INT32))],
+                    nullable="0+",
+                    default=None,
+                ),
+            ],
+        ),
+        field("timeout_ms", INT32, default=60000),
+        field("validate_only", BOOL),
+    ],
+)
+
+CREATE_PARTITIONS_RESPONSE = Message(
+    "CreatePartitionsResponse",
+    37,
+    "0-3",
+    flexible="2+",
+    fields=[
+        field("throttle_time_ms", INT32),
+        struct_array(
+            "results",
+            "CreatePartitionsTopicResult",
+            [
+                field("name", STRING),
+                field("error_code", INT16),
+                field("error_message", STRING, nullable="0+", default=None),
+            ],
+        ),
+    ],
+)
+
+CreatePartitionsRequest = CREATE_PARTITIONS_REQUEST.cls
+CreatePartitionsResponse = CREATE_PARTITIONS_RESPONSE.cls
+
+ELECT_LEADERS_REQUEST = Message(
+    "ElectLeadersRequest",
+    43,
+    "0-2",
+    flexible="2+",
+    fields=[
+        field("election_type", INT8, "1+"),  # 0 preferred, 1 unclean; v0 is preferred
+        struct_array(  # null: every partition
+            "topic_partitions",
+            "TopicPartitions",
+            [field("topic", STRING), field("partitions", ArrayOf(INT32))],
+            nullable="0+",
+            default=None,
+        ),
+        field("timeout_ms", INT32, default=60000),
+    ],
+)
+
+ELECT_LEADERS_RESPONSE = Message(
+    "ElectLeadersResponse",
+    43,
+    "0-2",
+    flexible="2+",
+    fields=[
+        field("throttle_time_ms", INT32),
+        field("error_code", INT16, "1+"),
+        struct_array(
+            "replica_election_results",
+            "ReplicaElectionResult",
+            [
+                field("topic", STRING),
+                struct_array(
+                    "partition_result",
+                    "PartitionResult",
+                    [
+                        field("partition_id", INT32),
+                        field("error_code", INT16),
+                        field("error_message", STRING, nullable="0+", default=None),
+                    ],
+                ),
+            ],
+        ),
+    ],
+)
+
+ALTER_PARTITION_REASSIGNMENTS_REQUEST = Message(
+    "AlterPartitionReassignmentsRequest",
+    45,
+    "0-1",
+    flexible="0+",
+    fields=[
+        field("timeout_ms", INT32, default=60000),
+        field("allow_replication_factor_change", BOOL, "1+", default=True),
+        struct_array(
+            "topics",
+            "ReassignableTopic",
+            [
+                field("name", STRING),
+                struct_array(
+                    "partitions",
+                    "ReassignablePartition",
+                    [
+                        field("partition_index", INT32),
+                        # null: cancel the reassignment in progress
+                        field("replicas", ArrayOf(INT32), nullable="0+", default=None),
+                    ],
+                ),
+            ],
+        ),
+    ],
+)
+
+ALTER_PARTITION_REASSIGNMENTS_RESPONSE = Message(
+    "AlterPartitionReassignmentsResponse",
+    45,
+    "0-1",
+    flexible="0+",
+    fields=[
+        field("throttle_time_ms", INT32),
+        field("allow_replication_factor_change", BOOL, "1+", default=True),
+        field("error_code", INT16),
+        field("error_message", STRING, nullable="0+", default=None),
+        struct_array(
+            "responses",
+            "ReassignableTopicResponse",
+            [
+                field("name", STRING),
+                struct_array(
+                    "partitions",
+                    "ReassignablePartitionResponse",
+                    [
+                        field("partition_index", INT32),
+                        field("error_code", INT16),
+                        field("error_message", STRING, nullable="0+", default=None),
+                    ],
+                ),
+            ],
+        ),
+    ],
+)
+
+ElectLeadersRequest = ELECT_LEADERS_REQUEST.cls
+ElectLeadersResponse = ELECT_LEADERS_RESPONSE.cls
+AlterPartitionReassignmentsRequest = ALTER_PARTITION_REASSIGNMENTS_REQUEST.cls
+AlterPartitionReassignmentsResponse = ALTER_PARTITION_REASSIGNMENTS_RESPONSE.cls

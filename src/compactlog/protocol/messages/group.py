@@ -1,6 +1,6 @@
 """The classic group protocol: JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14),
 DescribeGroups (15), ListGroups (16), DeleteGroups (42), and the group's offsets: OffsetCommit
-(8), OffsetFetch (9).
+(8), OffsetFetch (9), OffsetDelete (47, only v0, never flexible).
 
 The subscription and assignment blobs (``metadata``, ``assignment``) are opaque bytes to the
 broker: the leader client computes the assignment.
@@ -332,6 +332,49 @@ DELETE_GROUPS_RESPONSE = Message(
     ],
 )
 
+OFFSET_DELETE_REQUEST = Message(
+    "OffsetDeleteRequest",
+    47,
+    "0",
+    flexible="none",
+    fields=[
+        field("group_id", STRING),
+        struct_array(
+            "topics",
+            "OffsetDeleteRequestTopic",
+            [
+                field("name", STRING),
+                struct_array(
+                    "partitions", "OffsetDeleteRequestPartition", [field("partition_index", INT32)]
+                ),
+            ],
+        ),
+    ],
+)
+
+OFFSET_DELETE_RESPONSE = Message(
+    "OffsetDeleteResponse",
+    47,
+    "0",
+    flexible="none",
+    fields=[
+        field("error_code", INT16),
+        field("throttle_time_ms", INT32),
+        struct_array(
+            "topics",
+            "OffsetDeleteResponseTopic",
+            [
+                field("name", STRING),
+                struct_array(
+                    "partitions",
+                    "OffsetDeleteResponsePartition",
+                    [field("partition_index", INT32), field("error_code", INT16)],
+                ),
+            ],
+        ),
+    ],
+)
+
 JoinGroupRequest = JOIN_GROUP_REQUEST.cls
 JoinGroupResponse = JOIN_GROUP_RESPONSE.cls
 HeartbeatRequest = HEARTBEAT_REQUEST.cls
@@ -350,3 +393,5 @@ OffsetCommitRequest = OFFSET_COMMIT_REQUEST.cls
 OffsetCommitResponse = OFFSET_COMMIT_RESPONSE.cls
 OffsetFetchRequest = OFFSET_FETCH_REQUEST.cls
 OffsetFetchResponse = OFFSET_FETCH_RESPONSE.cls
+OffsetDeleteRequest = OFFSET_DELETE_REQUEST.cls
+OffsetDeleteResponse = OFFSET_DELETE_RESPONSE.cls

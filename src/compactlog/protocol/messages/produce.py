@@ -1,4 +1,4 @@
-"""Produce (key 0) and InitProducerId (key 22).
+"""Produce (key 0), InitProducerId (key 22) and DescribeProducers (key 61, only v0, flexible).
 
 Produce v3-v8 share one request layout (v7 only allows zstd inside the records); v0-v2 lack
 ``transactional_id``; v8's response says which records of a refused batch were wrong and why
@@ -11,7 +11,16 @@ bytes of the record batches.
 from __future__ import annotations
 
 from compactlog.protocol.compiler import Message
-from compactlog.protocol.schema import INT16, INT32, INT64, RECORDS, STRING, field, struct_array
+from compactlog.protocol.schema import (
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    ArrayOf,
+    field,
+    struct_array,
+)
 
 PRODUCE_REQUEST = Message(
     "ProduceRequest",
@@ -104,7 +113,61 @@ INIT_PRODUCER_ID_RESPONSE = Message(
     ],
 )
 
+DESCRIBE_PRODUCERS_REQUEST = Message(
+    "DescribeProducersRequest",
+    61,
+    "0",
+    flexible="0+",
+    fields=[
+        struct_array(
+            "topics",
+            "TopicRequest",
+            [field("name", STRING), field("partition_indexes", ArrayOf(INT32))],
+        ),
+    ],
+)
+
+DESCRIBE_PRODUCERS_RESPONSE = Message(
+    "DescribeProducersResponse",
+    61,
+    "0",
+    flexible="0+",
+    fields=[
+        field("throttle_time_ms", INT32),
+        struct_array(
+            "topics",
+            "TopicResponse",
+            [
+                field("name", STRING),
+                struct_array(
+                    "partitions",
+                    "PartitionResponse",
+                    [
+                        field("partition_index", INT32),
+                        field("error_code", INT16),
+                        field("error_message", STRING, nullable="0+", default=None),
+                        struct_array(
+                            "active_producers",
+                            "ProducerState",
+                            [
+                                field("producer_id", INT64),
+                                field("producer_epoch", INT32),
+                                field("last_sequence", INT32, default=-1),
+                                field("last_timestamp", INT64, default=-1),
+                                field("coordinator_epoch", INT32),
+                                field("current_txn_start_offset", INT64, default=-1),
+                            ],
+                        ),
+                    ],
+                ),
+            ],
+        ),
+    ],
+)
+
 ProduceRequest = PRODUCE_REQUEST.cls
 ProduceResponse = PRODUCE_RESPONSE.cls
 InitProducerIdRequest = INIT_PRODUCER_ID_REQUEST.cls
 InitProducerIdResponse = INIT_PRODUCER_ID_RESPONSE.cls
+DescribeProducersRequest = DESCRIBE_PRODUCERS_REQUEST.cls
+DescribeProducersResponse = DESCRIBE_PRODUCERS_RESPONSE.cls

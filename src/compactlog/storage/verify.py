@@ -48,6 +48,9 @@ one note for the directory, and the missing clean-shutdown marker is no news. Th
 also be appending, rolling or cleaning while the files are read (seen under load: a time index
 caught while being sized, 1 look in 20), so a live partition with problems is looked at again,
 up to ``LIVE_ATTEMPTS`` times in 0.75 s, and reported as the first clean look or the last one.
+A look that found a listed file gone (the cleaner swapped or retention deleted a segment while
+it was read) does not count against those; after ``REPLACED_LOOKS`` looks the vanished files are
+a note ("replaced while being read"), not a problem.
 
 The segment and index checks live in :mod:`compactlog.storage._segment_checks`, where
 ``dump-log`` uses them too; the read-only file access and the batch walk in
@@ -314,12 +317,31 @@ def _verify_settled(
     as its first look without problems shows it, or as the last look if none was clean (see
     :data:`LIVE_ATTEMPTS`)."""
     attempts = LIVE_ATTEMPTS if live else 1
-    for attempt in range(attempts):
+    attempt = looks = 0
+    while True:
         trial = VerifyReport(report.data_dir)
         end = _verify_partition(trial, directory, clean_shutdown=clean_shutdown, live=live)
-        if not trial.problems or attempt == attempts - 1:
+        looks += 1
+        replaced = live and _replaced_while_read(trial)
+        if not trial.problems or looks == REPLACED_LOOKS:
             break
-        time.sleep(live_retry_delay(attempt))
+        if not replaced:
+            attempt += 1
+            if attempt >= attempts:
+                break
+        time.sleep(live_retry_delay(min(attempt, attempts - 1)) if not replaced else 0.05)
+    if replaced and trial.problems:
+        gone = [p for p in trial.problems if not os.path.exists(p.path)]
+        trial.problems = [p for p in trial.problems if os.path.exists(p.path)]
+        trial.notes += [
+            Problem(
+                p.path,
+                None,
+                f"replaced while being read, on each of {looks} looks (the broker is cleaning "
+                "or deleting this partition's segments): not checked this time",
+            )
+            for p in gone
+        ]
     report.problems += trial.problems
     report.notes += trial.notes
     report.partitions += trial.partitions
@@ -328,6 +350,18 @@ def _verify_settled(
     report.bytes += trial.bytes
     report.quarantined += trial.quarantined
     return end
+
+
+#: A live partition whose look found a file gone (a segment the cleaner or retention replaced
+#: after the listing) is looked at again without counting the look against
+#: :data:`LIVE_ATTEMPTS`, this many looks in all: under constant cleaning every look may overlap
+#: a swap, which is activity, not damage.
+REPLACED_LOOKS: Final = 40
+
+
+def _replaced_while_read(trial: VerifyReport) -> bool:
+    """Whether a problem of this look names a file that no longer exists."""
+    return any(not os.path.exists(p.path) for p in trial.problems)
 
 
 def _read_topics(report: VerifyReport, root: str) -> dict[str, tuple[int, str]] | None:

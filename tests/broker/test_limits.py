@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import time
@@ -121,9 +122,9 @@ def test_a_creation_past_the_open_files_limit_is_refused(server: BrokerThread) -
 
 # --- SIGTERM -----------------------------------------------------------------------------------
 def test_sigterm_stops_the_broker_promptly_while_a_long_request_runs(tmp_path: Path) -> None:
-    """A CreateTopics of 3000 partitions keeps the event loop busy for seconds (about 9 s on
-    the CI machine); SIGTERM in the middle of it ends the process within STOP_DEADLINE_S and a
-    little."""
+    """A CreateTopics of 3000 partitions takes seconds (about 9 s on the CI machine), off the
+    event loop; SIGTERM in the middle of it stops the creation at its next partition and the
+    broker closes cleanly within STOP_DEADLINE_S, saying how much of the topic is loaded."""
     data_dir = tmp_path / "data"
     proc = serve(data_dir, "--metrics", "127.0.0.1:0")
     try:
@@ -144,14 +145,12 @@ def test_sigterm_stops_the_broker_promptly_while_a_long_request_runs(tmp_path: P
         if proc.stderr is not None:
             proc.stderr.close()
     assert "stopping on SIGTERM" in stderr
-    assert elapsed < STOP_DEADLINE_S + 4, (elapsed, stderr)
-    if code == 0:  # the creation finished first: a clean stop
-        assert "closed cleanly" in stderr
-    else:
-        assert code == 130, stderr
-        assert "did not begin the stop within" in stderr and "busy in a request" in stderr
+    assert elapsed < STOP_DEADLINE_S, (elapsed, stderr)
+    assert code == 0, stderr
+    assert "closed cleanly" in stderr
+    assert re.search(r"topic w has \d+ of its 3000 partitions loaded", stderr), stderr
     # The catalog was written (atomically) before the partitions: the next start loads the
-    # topic. (Opening it here would recover 3000 partitions, a minute and more.)
+    # topic. (Opening it here would create the rest of 3000 partitions, a minute and more.)
     assert "w" in json.loads((data_dir / TOPICS_FILE).read_text())["topics"]
 
 

@@ -414,6 +414,8 @@ class Broker:
         ctx = self.ctx
         assert ctx is not None
         ctx.stopping = True
+        if self.store is not None:
+            self.store.begin_close()  # a topic creation in progress ends at its next partition
         if self._server is not None:
             self._server.close()
         for connection in list(self._connections):

@@ -289,6 +289,7 @@ class Store:
         self._dir_lock: DataDirLock | None = None
         self._owns_lock = False
         self._closed = False
+        self._closing = False  # close() waits for the lock: a creation in progress stops early
         self._removal_listeners: list[PartitionRemovalListener] = []
         #: The partition directories the open in progress created (removed if it fails).
         self._created: list[str] = []
@@ -453,7 +454,12 @@ class Store:
         log_start: int | None,
         *,
         full_recovery: bool = False,
+        info: TopicInfo | None = None,
+        into: dict[tuple[str, int], Log] | None = None,
     ) -> Log:
+        """Load (or create) one partition's log into ``into`` (default: the store's logs).
+        ``info``: its topic's entry, when the topic is not published yet."""
+        info = info if info is not None else self._topics[topic]
         directory = os.path.join(self.path, partition_dir_name(topic, partition))
         new = not self.fs.exists(directory)
         if new:
@@ -471,10 +477,10 @@ class Store:
             rng=self.rng,
             producer_id_expiration_ms=self.broker.producer_id_expiration_ms,
         )
-        self._logs[(topic, partition)] = log
+        (self._logs if into is None else into)[(topic, partition)] = log
         if new or not self.fs.exists(os.path.join(directory, PARTITION_METADATA_FILE)):
-            self._write_partition_metadata(directory, self._topics[topic].topic_id)
-        write_partition_copy(self.fs, directory, self._topics[topic])
+            self._write_partition_metadata(directory, info.topic_id)
+        write_partition_copy(self.fs, directory, info)
         if new:
             # The partition directory is an entry of the data directory: until that is fsynced
             # a power cut can take the directory, and every record fsynced in it, away.
@@ -577,18 +583,32 @@ class Store:
             check_collision(name, self._topics)
             for partition in range(partitions):
                 self._set_aside_stray(name, partition)
-            self._topics[name] = TopicInfo(name, partitions, new_topic_id(), log_config.overrides)
+            info = TopicInfo(name, partitions, new_topic_id(), log_config.overrides)
+            # The catalog file lists the topic first (a crash after it: the next open creates
+            # the missing partitions), but the topic is published in memory only with all its
+            # partitions loaded, so that a reader in another thread (the broker creates topics
+            # off its event loop) never sees a topic whose logs are not there yet.
+            write_topics_file(self.fs, self.path, {**self._topics, name: info})
             self._configs[name] = log_config
-            try:
-                self._save_topics()
-            except StorageError:
-                del self._topics[name], self._configs[name]  # the file still has the old list
-                raise
+            loaded: dict[tuple[str, int], Log] = {}
             try:
                 for partition in range(partitions):
-                    self._load_partition(name, partition, None, None)
+                    if self._closing:
+                        self._stop_creating(name, len(loaded), partitions)
+                        break
+                    self._load_partition(name, partition, None, None, info=info, into=loaded)
             finally:
                 self._created = []
+                self._logs.update(loaded)
+                self._topics[name] = info
+
+    @staticmethod
+    def _stop_creating(name: str, loaded: int, partitions: int) -> None:
+        logger.warning(
+            "the store is closing: topic %s has %d of its %d partitions loaded; the catalog "
+            "lists all %d, and the next open creates the others",
+            name, loaded, partitions, partitions,
+        )  # fmt: skip
 
     def create_partitions(self, name: str, count: int) -> None:
         """Grow topic ``name`` to ``count`` partitions (Kafka's CreatePartitions). Partitions are
@@ -628,24 +648,27 @@ class Store:
                 )
             for partition in range(current, count):
                 self._set_aside_stray(name, partition)
-            self._topics[name] = info._replace(partitions=count)
-            try:
-                self._save_topics()
-            except StorageError:
-                self._topics[name] = info  # the file still has the old count
-                raise
-            self._round_robin.pop(name, None)
+            grown = info._replace(partitions=count)
+            # Published with the new partitions loaded, as create_topic does.
+            write_topics_file(self.fs, self.path, {**self._topics, name: grown})
+            loaded: dict[tuple[str, int], Log] = {}
             try:
                 for partition in range(current, count):
-                    self._load_partition(name, partition, None, None)
+                    if self._closing:
+                        self._stop_creating(name, current + len(loaded), count)
+                        break
+                    self._load_partition(name, partition, None, None, info=grown, into=loaded)
             finally:
                 self._created = []
+                self._logs.update(loaded)
+                self._topics[name] = grown
+                self._round_robin.pop(name, None)
             # The old partitions' copies of the catalog entry learn the new count too.
             for partition in range(current):
                 write_partition_copy(
                     self.fs,
                     os.path.join(self.path, partition_dir_name(name, partition)),
-                    self._topics[name],
+                    grown,
                 )
 
     def _set_aside_stray(self, name: str, partition: int) -> None:
@@ -1011,10 +1034,17 @@ class Store:
             and self.fs.is_dir(os.path.join(self.path, f"{tp[0]}-{tp[1]}"))
         }
 
+    def begin_close(self) -> None:
+        """Announce :meth:`close`: a topic creation in progress (in another thread) stops after
+        the partition it is loading; the catalog already lists the whole topic, and the next
+        open creates the partitions not loaded. Everything else goes on until :meth:`close`."""
+        self._closing = True
+
     def close(self) -> None:
         """Flush and close every log, write the checkpoints and the clean-shutdown marker."""
         if self._closed:
             return
+        self._closing = True
         with self._lock:
             try:
                 failed: list[StorageError] = []

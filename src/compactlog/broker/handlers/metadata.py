@@ -24,6 +24,7 @@ operation, when asked for.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import uuid
@@ -31,7 +32,7 @@ import uuid
 from compactlog import errors as codes
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
-from compactlog.errors import CompactlogError, InvalidTopicError
+from compactlog.errors import CompactlogError, InvalidTopicError, TopicExistsError
 from compactlog.protocol import ADVERTISED, ApiKey, Request, Struct
 from compactlog.protocol.messages import ApiVersionsResponse, MetadataResponse
 from compactlog.protocol.messages.metadata import OPERATIONS_NOT_REQUESTED
@@ -150,7 +151,7 @@ def _error_entry(name: str | None, error_code: int, topic_id: uuid.UUID = ZERO_U
     )
 
 
-def _missing_topic(
+async def _missing_topic(
     ctx: BrokerContext, name: str, allow_auto_create: bool, operations: int
 ) -> Struct:
     try:
@@ -161,7 +162,12 @@ def _missing_topic(
         return _error_entry(name, codes.UNKNOWN_TOPIC_OR_PARTITION)
     partitions = ctx.settings.num_partitions
     try:
-        ctx.store.create_topic(name, partitions)
+        # Off the event loop: creating a partition writes and fsyncs several files (tens of
+        # milliseconds on a busy disk), which every other connection would wait behind. The
+        # store publishes the topic only with all its partitions loaded.
+        await asyncio.to_thread(ctx.store.create_topic, name, partitions)
+    except TopicExistsError:  # another request created it meanwhile
+        return _topic_entry(ctx, name, operations)
     except CompactlogError as exc:
         logger.info("auto-creating topic %r failed: %s", name, exc)
         return _error_entry(name, exc.error_code)
@@ -198,7 +204,7 @@ async def handle_metadata(ctx: BrokerContext, request: Request, peer: Peer) -> S
         topics = [
             _topic_entry(ctx, name, operations)
             if name in existing
-            else _missing_topic(ctx, name, allow_auto_create, operations)
+            else await _missing_topic(ctx, name, allow_auto_create, operations)
             for name in names
         ]
     return MetadataResponse(

@@ -32,6 +32,7 @@ print them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Iterable
@@ -215,7 +216,7 @@ def _metadata_records(ctx: BrokerContext, topic: Struct) -> int:
         return 0
 
 
-def _create_topic(
+async def _create_topic(
     ctx: BrokerContext, topic: Struct, validate_only: bool
 ) -> tuple[int, LogConfig, uuid.UUID]:
     """Checks and (unless ``validate_only``) creates; returns the partition count, the config and
@@ -228,7 +229,8 @@ def _create_topic(
     partitions = _partition_count(ctx, topic)
     if validate_only:
         return partitions, config, uuid.uuid4()
-    store.create_topic(name, partitions, configs)
+    # Off the event loop, as Metadata's auto-creation (see handlers.metadata._missing_topic).
+    await asyncio.to_thread(store.create_topic, name, partitions, configs)
     logger.info("created topic %s with %d partition(s)", name, partitions)
     return partitions, store.topic_config(name), topic_uuid(store.topic_info(name).topic_id)
 
@@ -288,7 +290,7 @@ async def handle_create_topics(ctx: BrokerContext, request: Request, peer: Peer)
             results.append(_failed(topic.name, codes.INVALID_REQUEST, "Duplicate topic name."))
             continue
         try:
-            created = _create_topic(ctx, topic, bool(req.validate_only))
+            created = await _create_topic(ctx, topic, bool(req.validate_only))
         except CompactlogError as exc:
             results.append(_failed(topic.name, exc.error_code, client_message(exc)))
             continue

@@ -46,6 +46,8 @@ import logging
 import struct
 
 from compactlog import errors as codes
+from compactlog.broker.access import filter_authorized
+from compactlog.broker.authorizer import AclOperation, ResourceType
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.handlers.metadata import LEADER_EPOCH
 from compactlog.errors import CompactlogError, CorruptRecordError, StorageError
@@ -117,7 +119,7 @@ def _error_partition(index: int, error_code: int) -> Struct:
     )  # fmt: skip
 
 
-def _read_once(ctx: BrokerContext, req: Struct, max_bytes: int) -> _Read:
+def _read_once(ctx: BrokerContext, req: Struct, max_bytes: int, readable: set[str]) -> _Read:
     result = _Read()
     remaining = max_bytes
     min_one_batch = True  # KIP-74: until a partition returned data
@@ -126,6 +128,8 @@ def _read_once(ctx: BrokerContext, req: Struct, max_bytes: int) -> _Read:
         partitions = []
         for p in topic.partitions:
             error = _leader_epoch_error(p.current_leader_epoch)
+            if topic.topic not in readable:
+                error = codes.TOPIC_AUTHORIZATION_FAILED
             if error != codes.NONE:
                 partitions.append(_error_partition(p.partition, error))
                 result.errors += 1
@@ -181,8 +185,11 @@ async def handle_fetch(ctx: BrokerContext, request: Request, peer: Peer) -> Stru
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
     partitions = _fetched_partitions(req)
+    readable = filter_authorized(
+        ctx, request, peer, AclOperation.READ, ResourceType.TOPIC, (t.topic for t in req.topics)
+    )
     while True:
-        result = _read_once(ctx, req, max_bytes)
+        result = _read_once(ctx, req, max_bytes, readable)
         remaining_s = deadline - loop.time()
         if (
             result.errors
@@ -258,7 +265,25 @@ def _list_offsets_topic(ctx: BrokerContext, topic: Struct, version: int) -> dict
 
 async def handle_list_offsets(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     req = request.body
+    described = filter_authorized(
+        ctx, request, peer, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in req.topics)
+    )
+    entry = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
     return ListOffsetsResponse(
         throttle_time_ms=0,
-        topics=[_list_offsets_topic(ctx, topic, request.api_version) for topic in req.topics],
+        topics=[
+            _list_offsets_topic(ctx, topic, request.api_version)
+            if topic.name in described
+            else {
+                "name": topic.name,
+                "partitions": [
+                    entry(
+                        partition_index=p.partition_index,
+                        error_code=codes.TOPIC_AUTHORIZATION_FAILED,
+                    )
+                    for p in topic.partitions
+                ],
+            }
+            for topic in req.topics
+        ],
     )

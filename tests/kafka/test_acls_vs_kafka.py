@@ -1,0 +1,172 @@
+"""The ACL matrix (tests/broker/helpers/acl_matrix.py) against Kafka 4.4 with its
+StandardAuthorizer and against compactlog, code for code; and ``kafka-acls`` against both.
+
+Kafka's own controller must stay authorized: its CONTROLLER listener is SASL_PLAINTEXT with
+PLAIN and user ``admin``, a super user; the client listener stays PLAINTEXT, where every client
+is ``User:ANONYMOUS``, as on compactlog. Both brokers start with ``User:ANONYMOUS`` a super user
+too (to run ``kafka-acls`` and create the matrix's ACLs), then restart without it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.broker.helpers import acl_matrix as m
+from tests.broker.helpers.server import Brokers
+from tests.kafka.harness import KafkaBroker, run_tool
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
+
+CLASS = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="admin" password="admin-secret" user_admin="admin-secret";'
+)
+KAFKA_CONFIG = {
+    "authorizer.class.name": CLASS,
+    "listener.security.protocol.map": "CONTROLLER:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT",
+    "sasl.mechanism.controller.protocol": "PLAIN",
+    "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+    "listener.name.controller.plain.sasl.jaas.config": _JAAS,
+}
+COMPACTLOG_CONFIG = {"authorizer.class.name": CLASS, "node.id": 1}
+
+
+class Pair:
+    def __init__(self, kafka: KafkaBroker, brokers: Brokers, compactlog: Any) -> None:
+        self.kafka = kafka
+        self.brokers = brokers
+        self.compactlog = compactlog
+
+    @property
+    def bootstraps(self) -> tuple[str, str]:
+        return self.kafka.bootstrap, self.compactlog.bootstrap
+
+
+def _acls_tool(bootstrap: str, *args: str) -> str:
+    done = run_tool("kafka-acls", "--bootstrap-server", bootstrap, *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.replace(bootstrap, "<bootstrap>")
+
+
+def _listed(bootstrap: str, expect_lines: int) -> str:
+    """``kafka-acls --list``, retried while Kafka's broker has not applied the ACLs yet (they
+    are committed by its controller, then propagated to the broker's authorizer)."""
+    out = ""
+    for _ in range(30):
+        out = _acls_tool(bootstrap, "--list")
+        if out.count("(principal=") == expect_lines:
+            break
+        time.sleep(0.5)
+    return out
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    work = tmp_path_factory.mktemp("acls-vs-kafka")
+    kafka = KafkaBroker(
+        work / "kafka", config={**KAFKA_CONFIG, "super.users": "User:admin;User:ANONYMOUS"}
+    )
+    brokers = Brokers(work / "compactlog")
+    try:
+        kafka.start()
+        compactlog = brokers.start(
+            Path(work / "compactlog"),
+            config={**COMPACTLOG_CONFIG, "super.users": "User:ANONYMOUS"},
+        )
+        yield Pair(kafka, brokers, compactlog)
+    finally:
+        brokers.stop_all()
+        if kafka.running:
+            kafka.stop()
+
+
+def test_kafka_acls_tool_add_list_remove(pair: Pair) -> None:
+    """``kafka-acls --add / --list / --remove --force`` print the same against both."""
+    adds = [
+        ("--allow-principal", "User:alice", "--operation", "Read", "--topic", "t"),
+        ("--deny-principal", "User:bob", "--allow-host", "10.0.0.1", "--operation", "All",
+         "--group", "app-", "--resource-pattern-type", "prefixed"),
+        ("--allow-principal", "User:*", "--operation", "Describe", "--cluster"),
+    ]  # fmt: skip
+    for args in adds:
+        for bootstrap in pair.bootstraps:
+            _acls_tool(bootstrap, "--add", *args)
+    kafka_list, compactlog_list = (_listed(b, 3) for b in pair.bootstraps)
+    assert compactlog_list.splitlines() == kafka_list.splitlines() or sorted(
+        compactlog_list.split("\n\n")
+    ) == sorted(kafka_list.split("\n\n")), (kafka_list, compactlog_list)
+    topic_list = [_acls_tool(b, "--list", "--topic", "t") for b in pair.bootstraps]
+    assert topic_list[0] == topic_list[1]
+    removed = [
+        _acls_tool(b, "--remove", "--force", "--topic", "t", "--allow-principal", "User:alice",
+                   "--operation", "Read")
+        for b in pair.bootstraps
+    ]  # fmt: skip
+    assert removed[0] == removed[1]
+    for bootstrap in pair.bootstraps:
+        _acls_tool(bootstrap, "--remove", "--force", "--cluster")
+        _acls_tool(bootstrap, "--remove", "--force", "--group", "app-",
+                   "--resource-pattern-type", "prefixed")  # fmt: skip
+    after = [_listed(b, 0) for b in pair.bootstraps]
+    assert after[0] == after[1]
+
+
+@pytest.fixture(scope="module")
+def restarted(pair: Pair) -> Pair:
+    """The matrix's ACLs and resources on both, then both restarted without
+    ``User:ANONYMOUS`` among the super users."""
+    for bootstrap in pair.bootstraps:
+        m.create_allowed_acls(bootstrap)
+    time.sleep(2)  # Kafka: the ACLs reach the broker's authorizer after the controller's commit
+    for bootstrap in pair.bootstraps:
+        m.setup_resources(bootstrap)
+    pair.kafka.stop()
+    pair.kafka.config["super.users"] = "User:admin"
+    pair.kafka.start()
+    pair.compactlog = pair.brokers.restart(pair.compactlog, config=COMPACTLOG_CONFIG)
+    return pair
+
+
+@pytest.mark.parametrize("case", m.CASES, ids=[c.name for c in m.CASES])
+def test_matrix_same_as_kafka(restarted: Pair, case: m.Case) -> None:
+    kafka_bootstrap, compactlog_bootstrap = restarted.bootstraps
+    kafka_denied = m.run_case(kafka_bootstrap, case, m.DENIED_HOST)
+    ours_denied = m.run_case(compactlog_bootstrap, case, m.DENIED_HOST)
+    kafka_allowed = m.run_case(kafka_bootstrap, case, m.ALLOWED_HOST)
+    ours_allowed = m.run_case(compactlog_bootstrap, case, m.ALLOWED_HOST)
+    assert (kafka_denied, ours_denied) == (case.denied, case.denied)
+    assert kafka_allowed not in m.AUTH_ERRORS and ours_allowed not in m.AUTH_ERRORS
+    if case.allowed is not None:
+        assert kafka_allowed in case.allowed and ours_allowed in case.allowed
+
+
+def test_metadata_and_operations_same_as_kafka(restarted: Pair) -> None:
+    def seen(bootstrap: str, host: str) -> tuple[Any, ...]:
+        with m.RawClient(bootstrap, host) as c:
+            everything = c.request(3, 12, topics=None, allow_auto_topic_creation=False)
+            md = c.request(
+                3, 10, topics=[{"name": m.TOPIC}], allow_auto_topic_creation=False,
+                include_cluster_authorized_operations=True,
+                include_topic_authorized_operations=True,
+            )  # fmt: skip
+            dc = c.request(60, 1, include_cluster_authorized_operations=True, endpoint_type=1)
+            dg = c.request(15, 5, groups=[m.GROUP], include_authorized_operations=True)
+            lg = c.request(16, 4, states_filter=[])
+        return (
+            sorted(t.name for t in everything.topics if not t.name.startswith("__")),
+            md.cluster_authorized_operations,
+            [(t.name, t.error_code, t.topic_authorized_operations) for t in md.topics],
+            dc.cluster_authorized_operations,
+            [(g.error_code, g.authorized_operations) for g in dg.groups],
+            sorted(g.group_id for g in lg.groups),
+        )
+
+    for host in (m.ALLOWED_HOST, m.DENIED_HOST):
+        kafka, ours = (seen(b, host) for b in restarted.bootstraps)
+        assert ours == kafka, host

@@ -251,7 +251,7 @@ def test_denials_are_logged_like_kafkas_authorizer(
     assert lines == [
         "Principal = User:ANONYMOUS is Denied operation = DESCRIBE from host = 127.0.0.1 on "
         "resource = Topic:LITERAL:t for request = ListOffsets with resourceRefCount = 1 based on "
-        "rule DenyRule"
+        "rule DefaultDeny"
     ]
 
 
@@ -310,3 +310,32 @@ def test_allow_everyone_if_no_acl_found(brokers: Brokers) -> None:
         )
         body = c.request(2, 7, topics=[{"name": topic, "partitions": [{"partition_index": 0}]}])
     assert body.topics[0].partitions[0].error_code == 29
+
+
+def test_fetch_waits_for_readable_partitions_only(brokers: Brokers) -> None:
+    """As in Kafka: a fetch whose partitions are all refused is answered at once, whatever
+    ``max_wait_ms``; one with a readable partition still long-polls for it."""
+    import time
+
+    broker = _admin_host_broker(brokers, ["t", "u"])
+    _grant(broker.bootstrap, (m.TOPIC_T, "t", READ, "L"))
+
+    def fetch(topics: list[str], max_wait_ms: int) -> tuple[dict[str, int], float]:
+        with m.RawClient(broker.bootstrap, m.DENIED_HOST, timeout=60) as c:
+            started = time.monotonic()
+            body = c.request(
+                1, 11, replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1,
+                max_bytes=1 << 20, session_epoch=-1,
+                topics=[{"topic": t, "partitions": [
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                     "current_leader_epoch": -1, "log_start_offset": -1}]} for t in topics],
+            )  # fmt: skip
+            elapsed = time.monotonic() - started
+        return {r.topic: r.partitions[0].error_code for r in body.responses}, elapsed
+
+    codes, elapsed = fetch(["u"], 20_000)
+    assert codes == {"u": 29}
+    assert elapsed < 10, f"{elapsed:.1f} s: the refusal waited for max_wait_ms"
+    codes, elapsed = fetch(["t", "u"], 1500)
+    assert codes == {"t": 0, "u": 29}
+    assert elapsed >= 1.2, f"{elapsed:.2f} s: the readable partition was not waited for"

@@ -241,3 +241,21 @@ def test_deny_always_wins(bindings: list[AclBinding], name: str, op: AclOperatio
     az.remove(_filter(permission_type=DENY))
     if before:
         assert allowed(az, op, name)
+
+
+def test_rules_named_as_kafkas_audit_log_names_them() -> None:
+    az = StandardAuthorizer([acl(op=Op.READ)], super_users={"User:admin"})
+    assert az.decide("User:admin", "h", Op.READ, T, "x").rule == "SuperUser"
+    assert az.decide(ALICE, "h", Op.READ, T, "nothing").rule == "DefaultDeny"
+    assert az.decide(ALICE, "h", Op.WRITE, T, "orders").rule == "DefaultDeny"
+    assert az.decide(ALICE, "h", Op.READ, T, "orders").rule == (
+        "MatchingAcl(acl=StandardAcl(resourceType=TOPIC, resourceName=orders, "
+        "patternType=LITERAL, principal=User:alice, host=*, operation=READ, "
+        "permissionType=ALLOW))"
+    )
+    assert (
+        StandardAuthorizer(allow_everyone_if_no_acl_found=True)
+        .decide(ALICE, "h", Op.READ, T, "x")
+        .rule
+        == "DefaultAllow"
+    )

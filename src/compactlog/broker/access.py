@@ -5,7 +5,7 @@ Each check names the request, the peer (its principal and host), the operation a
 resource. Without an authorizer every check passes, as in Kafka. A denial the client asked for
 explicitly (``log_if_denied``) is logged at INFO the way Kafka's ``kafka.authorizer.logger``
 writes it ("Principal = User:bob is Denied operation = READ from host = 10.0.0.7 on resource =
-Topic:LITERAL:orders for request = Fetch with resourceRefCount = 1 based on rule DefaultRule(...)")
+Topic:LITERAL:orders for request = Fetch with resourceRefCount = 1 based on rule DefaultDeny")
 through the broker's rate-limited refusal log; checks that only filter (Metadata for all topics,
 ListGroups, authorized-operation bit fields) are not logged, as Kafka logs them at TRACE only.
 """

@@ -174,13 +174,12 @@ class AclBinding:
         return self.pattern_type == PatternType.PREFIXED and name.startswith(self.resource_name)
 
     def describe_rule(self) -> str:
-        """How Kafka's audit log names the rule that decided (its ``StandardAcl.toString``)."""
+        """How Kafka's audit log names the deciding ACL: ``MatchingAcl(acl=StandardAcl(...))``."""
         return (
             f"MatchingAcl(acl=StandardAcl(resourceType={self.resource_type.name}, "
             f"resourceName={self.resource_name}, patternType={self.pattern_type.name}, "
             f"principal={self.principal}, host={self.host}, operation={self.operation.name}, "
-            f"permissionType={self.permission_type.name}), "
-            f"result={'ALLOWED' if self.permission_type == AclPermissionType.ALLOW else 'DENIED'})"
+            f"permissionType={self.permission_type.name}))"
         )
 
     def to_json(self) -> dict[str, object]:
@@ -316,7 +315,9 @@ class Decision(NamedTuple):
     rule: str
 
 
-_SUPER_USER = Decision(True, "SuperUserRule")
+_SUPER_USER = Decision(True, "SuperUser")
+#: Some ACL applies to the resource, none allows (Kafka's ``DENY_RULE``, a ``DefaultRule``).
+_DENY = Decision(False, "DefaultDeny")
 
 
 def parse_super_users(text: str) -> frozenset[str]:
@@ -359,7 +360,7 @@ class StandardAuthorizer:
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._no_acl = Decision(
             allow_everyone_if_no_acl_found,
-            f"DefaultRule(result={'ALLOWED' if allow_everyone_if_no_acl_found else 'DENIED'})",
+            "DefaultAllow" if allow_everyone_if_no_acl_found else "DefaultDeny",
         )
         self._by_type: dict[ResourceType, set[AclBinding]] = {}
         for binding in acls:
@@ -416,7 +417,7 @@ class StandardAuthorizer:
             allow = binding
         if allow is not None:
             return Decision(True, allow.describe_rule())
-        return self._no_acl if not applies else Decision(False, "DenyRule")
+        return self._no_acl if not applies else _DENY
 
     def authorize(
         self,

@@ -109,6 +109,9 @@ class _Read:
         self.topics: list[dict[str, object]] = []
         self.bytes = 0
         self.errors = 0
+        #: Partitions of topics the peer may not read (answered at once, but no reason to
+        #: stop waiting for the others, as in Kafka).
+        self.denied = 0
         self.chunks: list[bytes] = []
 
 
@@ -127,9 +130,11 @@ def _read_once(ctx: BrokerContext, req: Struct, max_bytes: int, readable: set[st
     for topic in req.topics:
         partitions = []
         for p in topic.partitions:
-            error = _leader_epoch_error(p.current_leader_epoch)
             if topic.topic not in readable:
-                error = codes.TOPIC_AUTHORIZATION_FAILED
+                partitions.append(_error_partition(p.partition, codes.TOPIC_AUTHORIZATION_FAILED))
+                result.denied += 1
+                continue
+            error = _leader_epoch_error(p.current_leader_epoch)
             if error != codes.NONE:
                 partitions.append(_error_partition(p.partition, error))
                 result.errors += 1
@@ -196,12 +201,13 @@ async def handle_fetch(ctx: BrokerContext, request: Request, peer: Peer) -> Stru
             or result.bytes >= min_bytes
             or remaining_s <= 0
             or not partitions
+            or result.denied == len(partitions)
             or ctx.stopping
         ):
             break
         await ctx.waiters.wait(partitions, remaining_s)
     metrics.bytes_out += result.bytes
-    metrics.failed_fetch_partitions += result.errors
+    metrics.failed_fetch_partitions += result.errors + result.denied
     metrics.fetch_records += sum(_count_records(chunk) for chunk in result.chunks)
     return FetchResponse(
         throttle_time_ms=0, error_code=codes.NONE, session_id=0, responses=result.topics

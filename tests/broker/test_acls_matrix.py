@@ -40,8 +40,8 @@ def matrix_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.mark.parametrize("case", m.CASES, ids=[c.name for c in m.CASES])
 def test_matrix(matrix_broker: Any, case: m.Case) -> None:
-    denied = m.run_case(matrix_broker.bootstrap, case, m.DENIED_HOST)
-    allowed = m.run_case(matrix_broker.bootstrap, case, m.ALLOWED_HOST)
+    denied = m.run_denied(matrix_broker.bootstrap, case)
+    allowed = m.run_allowed(matrix_broker.bootstrap, case)
     assert denied == case.denied, f"{case.name}: denied got {denied}, Kafka answers {case.denied}"
     assert allowed not in m.AUTH_ERRORS, f"{case.name}: allowed got {allowed}"
     if case.allowed is not None:

@@ -136,10 +136,10 @@ def restarted(pair: Pair) -> Pair:
 @pytest.mark.parametrize("case", m.CASES, ids=[c.name for c in m.CASES])
 def test_matrix_same_as_kafka(restarted: Pair, case: m.Case) -> None:
     kafka_bootstrap, compactlog_bootstrap = restarted.bootstraps
-    kafka_denied = m.run_case(kafka_bootstrap, case, m.DENIED_HOST)
-    ours_denied = m.run_case(compactlog_bootstrap, case, m.DENIED_HOST)
-    kafka_allowed = m.run_case(kafka_bootstrap, case, m.ALLOWED_HOST)
-    ours_allowed = m.run_case(compactlog_bootstrap, case, m.ALLOWED_HOST)
+    kafka_denied = m.run_denied(kafka_bootstrap, case)
+    ours_denied = m.run_denied(compactlog_bootstrap, case)
+    kafka_allowed = m.run_allowed(kafka_bootstrap, case)
+    ours_allowed = m.run_allowed(compactlog_bootstrap, case)
     assert (kafka_denied, ours_denied) == (case.denied, case.denied)
     assert kafka_allowed not in m.AUTH_ERRORS and ours_allowed not in m.AUTH_ERRORS
     if case.allowed is not None:

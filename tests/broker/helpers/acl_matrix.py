@@ -27,6 +27,9 @@ from tests.broker.helpers.wire import good_batch
 ALLOWED_HOST = "127.0.0.2"
 DENIED_HOST = "127.0.0.1"
 TOPIC = "acl-t"
+#: A topic that exists and that no ACL names: the allowed connection may use the group but not
+#: this topic, for the APIs that check both.
+UNGRANTED_TOPIC = "acl-u"
 GROUP = "acl-g"
 TXN = "acl-tx"
 #: A topic and a group that exist nowhere.
@@ -114,6 +117,9 @@ class Case:
     #: Codes the allowed connection may get besides non-authorization ones (None: any
     #: code that is not an authorization error).
     allowed: frozenset[int] | None = field(default=None)
+    #: The denied request, when it is not ``body`` from the denied host: ``body`` naming a
+    #: resource the allowed host has no ACL for, sent from the allowed host.
+    denied_body: Callable[[], dict[str, Any]] | None = field(default=None)
 
 
 def _first_partition(s: Struct, topics: str = "topics", partitions: str = "partitions") -> int:
@@ -122,6 +128,23 @@ def _first_partition(s: Struct, topics: str = "topics", partitions: str = "parti
 
 def _topic(partitions: str = "partitions", **extra: Any) -> dict[str, Any]:
     return {"name": TOPIC, partitions: [{"partition_index": 0, **extra}]}
+
+
+def _commit(topic: str) -> dict[str, Any]:
+    partitions = [{"partition_index": 0, "committed_offset": 0, "committed_metadata": ""}]
+    return {
+        "group_id": GROUP, "generation_id_or_member_epoch": -1, "member_id": "",
+        "retention_time_ms": -1, "topics": [{"name": topic, "partitions": partitions}],
+    }  # fmt: skip
+
+
+def _offset_fetch(topic: str) -> dict[str, Any]:
+    return {"group_id": GROUP, "topics": [{"name": topic, "partition_indexes": [0]}]}
+
+
+def _offset_delete(topic: str) -> dict[str, Any]:
+    partitions = [{"partition_index": 0}]
+    return {"group_id": GROUP, "topics": [{"name": topic, "partitions": partitions}]}
 
 
 CASES: tuple[Case, ...] = (
@@ -224,6 +247,12 @@ CASES: tuple[Case, ...] = (
          lambda: {"group_id": GROUP,
                   "topics": [{"name": TOPIC, "partition_indexes": [0]}]},
          lambda s: s.error_code, 30, frozenset({0})),
+    Case("OffsetCommit READ topic", 8, 3,
+         lambda: _commit(TOPIC), _first_partition, 29, frozenset({0}),
+         denied_body=lambda: _commit(UNGRANTED_TOPIC)),
+    Case("OffsetFetch DESCRIBE topic", 9, 3,
+         lambda: _offset_fetch(TOPIC), _first_partition, 29, frozenset({0}),
+         denied_body=lambda: _offset_fetch(UNGRANTED_TOPIC)),
     Case("DescribeGroups DESCRIBE group", 15, 5,
          lambda: {"groups": [GROUP], "include_authorized_operations": False},
          lambda s: s.groups[0].error_code, 30, frozenset({0})),
@@ -234,6 +263,13 @@ CASES: tuple[Case, ...] = (
          lambda: {"group_id": GROUP, "topics": [{"name": TOPIC,
                                                  "partitions": [{"partition_index": 0}]}]},
          lambda s: s.error_code, 30),
+    Case("OffsetDelete READ topic", 47, 0,
+         lambda: _offset_delete(TOPIC), _first_partition, 29,
+         denied_body=lambda: _offset_delete(UNGRANTED_TOPIC)),
+    Case("AlterConfigs ALTER_CONFIGS broker", 33, 2,
+         lambda: {"resources": [{"resource_type": 4, "resource_name": "1", "configs": []}],
+                  "validate_only": True},
+         lambda s: s.responses[0].error_code, 31),
     Case("DescribeProducers READ topic", 61, 0,
          lambda: {"topics": [{"name": TOPIC, "partition_indexes": [0]}]},
          lambda s: s.topics[0].partitions[0].error_code, 29, frozenset({0})),
@@ -276,10 +312,18 @@ CASES: tuple[Case, ...] = (
 )  # fmt: skip
 
 
-def run_case(bootstrap: str, case: Case, host: str) -> int:
-    """The code ``case`` gets from a fresh connection from ``host``."""
-    with RawClient(bootstrap, host) as client:
+def run_allowed(bootstrap: str, case: Case) -> int:
+    """The code the allowed connection gets."""
+    with RawClient(bootstrap, ALLOWED_HOST) as client:
         return case.code(client.request(case.api_key, case.version, **case.body()))
+
+
+def run_denied(bootstrap: str, case: Case) -> int:
+    """The code the denied request gets."""
+    host = DENIED_HOST if case.denied_body is None else ALLOWED_HOST
+    body = case.body if case.denied_body is None else case.denied_body
+    with RawClient(bootstrap, host) as client:
+        return case.code(client.request(case.api_key, case.version, **body()))
 
 
 def setup_resources(bootstrap: str) -> None:
@@ -287,11 +331,11 @@ def setup_resources(bootstrap: str) -> None:
     with RawClient(bootstrap, ALLOWED_HOST) as c:
         created = c.request(
             19, 7,
-            topics=[{"name": TOPIC, "num_partitions": 1, "replication_factor": 1,
-                     "assignments": [], "configs": []}],
+            topics=[{"name": name, "num_partitions": 1, "replication_factor": 1,
+                     "assignments": [], "configs": []} for name in (TOPIC, UNGRANTED_TOPIC)],
             timeout_ms=30000, validate_only=False,
         )  # fmt: skip
-        assert created.topics[0].error_code in (0, 36), created
+        assert all(t.error_code in (0, 36) for t in created.topics), created
         for _ in range(100):  # Kafka answers COORDINATOR_NOT_AVAILABLE while it creates
             found = c.request(10, 1, key=GROUP, key_type=0)  # __consumer_offsets
             if found.error_code == 0:

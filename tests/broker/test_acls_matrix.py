@@ -108,3 +108,15 @@ def test_acls_file_survives_restart(matrix_broker: Any) -> None:
     found = {(r.resource_type, r.resource_name) for r in body.resources}
     assert found == {(b["resource_type"], b["resource_name"]) for b in m.allowed_bindings()}
     assert (Path(matrix_broker.broker.store.path) / "compactlog-acls.json").exists()
+
+
+def test_topic_ids_are_not_secret_names_and_configs_are(matrix_broker: Any) -> None:
+    """Metadata and DeleteTopics by the id of a topic that may not be described answer
+    TOPIC_AUTHORIZATION_FAILED with the id and no name; a topic that may be created but whose
+    configs may not be described is created without its configs (topic_config_error_code 29).
+    Kafka 4.4 answers the same (tests/kafka/test_acls_vs_kafka.py)."""
+    assert m.by_id_and_configs(matrix_broker.bootstrap) == (
+        (29, None, True),
+        (29, None, True),
+        (0, 29, 0),
+    )

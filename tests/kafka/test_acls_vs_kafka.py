@@ -170,3 +170,8 @@ def test_metadata_and_operations_same_as_kafka(restarted: Pair) -> None:
     for host in (m.ALLOWED_HOST, m.DENIED_HOST):
         kafka, ours = (seen(b, host) for b in restarted.bootstraps)
         assert ours == kafka, host
+
+
+def test_topic_ids_and_configs_same_as_kafka(restarted: Pair) -> None:
+    kafka, ours = (m.by_id_and_configs(b) for b in restarted.bootstraps)
+    assert ours == kafka

@@ -348,3 +348,24 @@ def create_allowed_acls(bootstrap: str) -> None:
     with RawClient(bootstrap, ALLOWED_HOST) as c:
         result = c.request(30, 3, creations=allowed_bindings())
         assert all(r.error_code == 0 for r in result.results), result
+
+
+def by_id_and_configs(bootstrap: str) -> tuple[Any, ...]:
+    """What topic ids and configs disclose: Metadata and DeleteTopics by id from the denied host
+    (ids are not secret, names are), and CreateTopics by a peer that may create the topic but
+    not describe its configs."""
+    with RawClient(bootstrap, ALLOWED_HOST) as c:
+        topic_id = c.request(3, 12, topics=[{"name": TOPIC}]).topics[0].topic_id
+        created = c.request(
+            19, 7, topics=[{"name": "acl-v", "num_partitions": 1, "replication_factor": 1}],
+            timeout_ms=10000, validate_only=True,
+        ).topics[0]  # fmt: skip
+    with RawClient(bootstrap, DENIED_HOST) as c:
+        md = c.request(3, 12, topics=[{"name": None, "topic_id": topic_id}]).topics[0]
+        deleted = c.request(20, 6, topics=[{"name": None, "topic_id": topic_id}],
+                            timeout_ms=10000).responses[0]  # fmt: skip
+    return (
+        (md.error_code, md.name, md.topic_id == topic_id),
+        (deleted.error_code, deleted.name, deleted.topic_id == topic_id),
+        (created.error_code, created.topic_config_error_code, len(created.configs)),
+    )

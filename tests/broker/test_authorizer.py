@@ -259,3 +259,69 @@ def test_rules_named_as_kafkas_audit_log_names_them() -> None:
         .rule
         == "DefaultAllow"
     )
+
+
+def _reference(
+    bindings: list[AclBinding], principal: str, host: str, op: AclOperation, name: str
+) -> bool:
+    """The rules of the module docstring, straight over every binding (no index)."""
+    applying = [b for b in bindings if b.applies_to(T, name)]
+    matching = [
+        b
+        for b in applying
+        if b.principal in (principal, "User:*")
+        and b.host in (host, "*")
+        and (
+            b.operation in (Op.ALL, op)
+            or (
+                b.permission_type == ALLOW
+                and (
+                    (op == Op.DESCRIBE and b.operation in (Op.READ, Op.WRITE, Op.DELETE, Op.ALTER))
+                    or (op == Op.DESCRIBE_CONFIGS and b.operation == Op.ALTER_CONFIGS)
+                )
+            )
+        )
+    ]
+    if any(b.permission_type == DENY for b in matching):
+        return False
+    return bool(matching)  # no applying binding: the default (deny) here
+
+
+_hosts = st.sampled_from(["*", "10.0.0.1", "10.0.0.2"])
+_any_bindings = st.builds(
+    acl,
+    name=st.text(alphabet="ab*", min_size=1, max_size=4),
+    op=st.sampled_from(list(Op)[2:12]),
+    perm=st.sampled_from([ALLOW, DENY]),
+    principal=st.sampled_from([ALICE, "User:*", "User:bob"]),
+    host=_hosts,
+    pattern=st.sampled_from([LIT, PRE]),
+)
+
+
+@given(
+    st.lists(_any_bindings, max_size=12),
+    st.lists(_any_bindings, max_size=4),
+    _names,
+    st.sampled_from(list(Op)[2:12]),
+    st.sampled_from(["10.0.0.1", "10.0.0.2"]),
+)
+def test_index_agrees_with_the_rules(
+    bindings: list[AclBinding],
+    removed: list[AclBinding],
+    name: str,
+    op: AclOperation,
+    host: str,
+) -> None:
+    """The indexed decision equals the rules applied to every binding, also after removals."""
+    az = StandardAuthorizer(bindings)
+    for b in removed:
+        az.remove(
+            AclBindingFilter(
+                b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host,
+                b.operation, b.permission_type,
+            )
+        )  # fmt: skip
+    kept = sorted(set(bindings) - set(removed))
+    assert az.acls() == kept
+    assert allowed(az, op, name, host=host) == _reference(kept, ALICE, host, op, name)

@@ -309,15 +309,21 @@ class AclBindingFilter:
 
 
 class Decision(NamedTuple):
-    """The answer to one request and the rule that gave it (for the audit log line)."""
+    """The answer to one request and what gave it: the matching ACL, or a default rule."""
 
     allowed: bool
-    rule: str
+    matched: AclBinding | None = None
+    default: str = ""
+
+    @property
+    def rule(self) -> str:
+        """The rule as Kafka's audit log names it (formatted only when a line is written)."""
+        return self.matched.describe_rule() if self.matched is not None else self.default
 
 
-_SUPER_USER = Decision(True, "SuperUser")
+_SUPER_USER = Decision(True, default="SuperUser")
 #: Some ACL applies to the resource, none allows (Kafka's ``DENY_RULE``, a ``DefaultRule``).
-_DENY = Decision(False, "DefaultDeny")
+_DENY = Decision(False, default="DefaultDeny")
 
 
 def parse_super_users(text: str) -> frozenset[str]:
@@ -360,11 +366,17 @@ class StandardAuthorizer:
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._no_acl = Decision(
             allow_everyone_if_no_acl_found,
-            "DefaultAllow" if allow_everyone_if_no_acl_found else "DefaultDeny",
+            default="DefaultAllow" if allow_everyone_if_no_acl_found else "DefaultDeny",
         )
         self._by_type: dict[ResourceType, set[AclBinding]] = {}
+        # The index a decision reads: bindings by (type, pattern, name), and the lengths of
+        # the PREFIXED names of each type, so that a decision looks up the resource's name,
+        # ``*`` and those of its prefixes that some ACL names: a few dictionary lookups
+        # whatever the number of ACLs (Kafka walks a sorted set for the same reason).
+        self._index: dict[tuple[ResourceType, PatternType, str], set[AclBinding]] = {}
+        self._prefix_lengths: dict[ResourceType, dict[int, int]] = {}
         for binding in acls:
-            self._by_type.setdefault(binding.resource_type, set()).add(binding)
+            self.add(binding)
 
     # --- the ACLs ------------------------------------------------------------------------------
     def acls(self, flt: AclBindingFilter | None = None) -> list[AclBinding]:
@@ -379,6 +391,12 @@ class StandardAuthorizer:
         if binding in group:
             return False
         group.add(binding)
+        key = (binding.resource_type, binding.pattern_type, binding.resource_name)
+        self._index.setdefault(key, set()).add(binding)
+        if binding.pattern_type == PatternType.PREFIXED:
+            lengths = self._prefix_lengths.setdefault(binding.resource_type, {})
+            size = len(binding.resource_name)
+            lengths[size] = lengths.get(size, 0) + 1
         return True
 
     def remove(self, flt: AclBindingFilter) -> list[AclBinding]:
@@ -386,7 +404,37 @@ class StandardAuthorizer:
         removed = self.acls(flt)
         for binding in removed:
             self._by_type[binding.resource_type].discard(binding)
+            key = (binding.resource_type, binding.pattern_type, binding.resource_name)
+            self._index[key].discard(binding)
+            if not self._index[key]:
+                del self._index[key]
+            if binding.pattern_type == PatternType.PREFIXED:
+                lengths = self._prefix_lengths[binding.resource_type]
+                size = len(binding.resource_name)
+                lengths[size] -= 1
+                if not lengths[size]:
+                    del lengths[size]
         return removed
+
+    def _applying(self, resource_type: ResourceType, name: str) -> list[set[AclBinding]]:
+        """The bindings that apply to the LITERAL resource ``name``, in groups."""
+        index = self._index
+        found = []
+        for key in (
+            (resource_type, PatternType.LITERAL, name),
+            (resource_type, PatternType.LITERAL, WILDCARD),
+        ):
+            group = index.get(key)
+            if group:
+                found.append(group)
+            if name == WILDCARD:
+                break
+        for size in self._prefix_lengths.get(resource_type, {}):
+            if size <= len(name):
+                group = index.get((resource_type, PatternType.PREFIXED, name[:size]))
+                if group:
+                    found.append(group)
+        return found
 
     # --- decisions -----------------------------------------------------------------------------
     def decide(
@@ -402,22 +450,20 @@ class StandardAuthorizer:
         if principal in self.super_users:
             return _SUPER_USER
         principals = (principal, WILDCARD_PRINCIPAL)
-        applies = False
+        groups = self._applying(resource_type, name)
         allow: AclBinding | None = None
-        for binding in self._by_type.get(resource_type, ()):
-            if not binding.applies_to(resource_type, name):
-                continue
-            applies = True
-            if binding.principal not in principals or binding.host not in (host, WILDCARD):
-                continue
-            if not _operation_matches(binding, operation):
-                continue
-            if binding.permission_type == AclPermissionType.DENY:
-                return Decision(False, binding.describe_rule())
-            allow = binding
+        for group in groups:
+            for binding in group:
+                if binding.principal not in principals or binding.host not in (host, WILDCARD):
+                    continue
+                if not _operation_matches(binding, operation):
+                    continue
+                if binding.permission_type == AclPermissionType.DENY:
+                    return Decision(False, binding)
+                allow = binding
         if allow is not None:
-            return Decision(True, allow.describe_rule())
-        return self._no_acl if not applies else _DENY
+            return Decision(True, allow)
+        return _DENY if groups else self._no_acl
 
     def authorize(
         self,

@@ -9,7 +9,9 @@ Each name belongs to exactly one of:
 * the **group coordinator**: :data:`GROUP_SETTINGS` (``group.*``, ``offsets.*``,
   ``offset.metadata.max.bytes``), read by :meth:`GroupCoordinatorConfig.from_properties`;
 * the **broker** itself: :data:`BROKER_SETTINGS` (its node id, auto-creation, partitions of
-  auto-created topics, and the limits of :mod:`compactlog.broker.limits`).
+  auto-created topics, the limits of :mod:`compactlog.broker.limits`, and authorization:
+  ``authorizer.class.name``, ``super.users``, ``allow.everyone.if.no.acl.found``, read by
+  :mod:`compactlog.broker.authorizer`).
 
 A name in none of them is a :class:`~compactlog.errors.ConfigError` naming it, raised when the
 broker starts, before anything is bound or opened. Values may be Kafka's strings (``"true"``,

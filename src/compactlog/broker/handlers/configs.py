@@ -212,7 +212,7 @@ _AUTHORIZED_AS: dict[int, tuple[ResourceType, int, str]] = {
 
 def _denied(
     ctx: BrokerContext, request: Request, peer: Peer, resource: Struct, operation: AclOperation
-) -> tuple[int, str] | None:
+) -> tuple[int, str | None] | None:
     """The error of a config resource ``peer`` may not describe or alter, or None (Kafka's
     ``ConfigHelper`` and ``ControllerApis.authorizeAlterResource``). A type Kafka does not
     know is left to the handler's own refusal."""
@@ -223,6 +223,11 @@ def _denied(
     name = CLUSTER_NAME if resource_type == ResourceType.CLUSTER else str(resource.resource_name)
     if authorize(ctx, request, peer, operation, resource_type, name):
         return None
+    if operation == AclOperation.ALTER_CONFIGS and resource.resource_type in (
+        BROKER_RESOURCE, _BROKER_LOGGER_RESOURCE,
+    ):  # fmt: skip
+        # Kafka's broker refuses these itself (ConfigAdminManager.preprocess), with no message.
+        return error, None
     return error, message
 
 

@@ -82,6 +82,7 @@ REPLICATION_FACTOR = 1
 _DELETE_MESSAGES = {
     codes.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
     codes.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
+    codes.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
 }
 
 

@@ -17,6 +17,10 @@ single-node Kafka 4.4 broker answers, as measured.
 * DescribeLogDirs v1-v5: the data directory, with the size of each partition asked (every
   partition for a null list; partitions that do not exist are left out), no lag, no future
   replica, and from v4 the file system's total and usable bytes.
+
+Authorization (with ``authorizer.class.name`` set): each API first checks what Kafka 4.4's
+``KafkaApis`` / ``ControllerApis`` check for it, through :mod:`compactlog.broker.access`, and
+answers a refusal field for field as Kafka does (tests/kafka/test_acls_vs_kafka.py).
 """
 
 from __future__ import annotations

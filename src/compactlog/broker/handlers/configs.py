@@ -21,6 +21,10 @@ Nothing is applied unless the whole resource is valid; ``validate_only`` changes
   key given twice and a null value (INVALID_REQUEST), the topic (UNKNOWN_TOPIC_OR_PARTITION), the
   values (INVALID_CONFIG). Broker resources are refused with INVALID_REQUEST: compactlog's broker
   settings are static (Kafka would store a dynamic config).
+
+Authorization (with ``authorizer.class.name`` set): each API first checks what Kafka 4.4's
+``KafkaApis`` / ``ControllerApis`` check for it, through :mod:`compactlog.broker.access`, and
+answers a refusal field for field as Kafka does (tests/kafka/test_acls_vs_kafka.py).
 """
 
 from __future__ import annotations

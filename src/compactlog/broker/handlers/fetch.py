@@ -37,6 +37,10 @@ that timestamp. Nothing found: offset and timestamp -1. A special timestamp olde
 version that introduced it, or one below -6, is UNSUPPORTED_VERSION. From v4 the answer carries
 the leader epoch of the offset (0, the only epoch; -1 with offset -1) and the request's current
 leader epoch is checked as Fetch checks it. A partition asked twice is INVALID_REQUEST.
+
+Authorization (with ``authorizer.class.name`` set): each API first checks what Kafka 4.4's
+``KafkaApis`` / ``ControllerApis`` check for it, through :mod:`compactlog.broker.access`, and
+answers a refusal field for field as Kafka does (tests/kafka/test_acls_vs_kafka.py).
 """
 
 from __future__ import annotations

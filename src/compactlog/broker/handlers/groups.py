@@ -24,6 +24,10 @@ next deadline.
 * OffsetCommit v2-v3: a partition of a topic that does not exist is answered
   UNKNOWN_TOPIC_OR_PARTITION by the handler, as Kafka's request handler does; the others go to the
   coordinator. OffsetFetch v1 has no top-level error: a group error is put on every partition.
+
+Authorization (with ``authorizer.class.name`` set): each API first checks what Kafka 4.4's
+``KafkaApis`` / ``ControllerApis`` check for it, through :mod:`compactlog.broker.access`, and
+answers a refusal field for field as Kafka does (tests/kafka/test_acls_vs_kafka.py).
 """
 
 from __future__ import annotations

@@ -43,6 +43,10 @@ Answers are Kafka 4.4's controller's, with its messages, because Kafka's tools p
   a broker that is not registered); cancelling (null replicas) is NO_REASSIGNMENT_IN_PROGRESS;
   unknown topics and partitions UNKNOWN_TOPIC_OR_PARTITION with Kafka's messages. Nothing is
   ever in progress, so ListPartitionReassignments (:mod:`.cluster`) lists nothing.
+
+Authorization (with ``authorizer.class.name`` set): each API first checks what Kafka 4.4's
+``KafkaApis`` / ``ControllerApis`` check for it, through :mod:`compactlog.broker.access`, and
+answers a refusal field for field as Kafka does (tests/kafka/test_acls_vs_kafka.py).
 """
 
 from __future__ import annotations

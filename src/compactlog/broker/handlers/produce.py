@@ -39,6 +39,10 @@ refused with UNSUPPORTED_VERSION (35), the refusal the reliability spec names: c
 transaction coordinator, and the client reports "unsupported version" for its
 ``init_transactions()`` instead of a coordinator that never answers (kafka-python fails at
 once). The refusal is logged. An empty transactional id is INVALID_REQUEST (42), as in Kafka.
+
+Authorization (with ``authorizer.class.name`` set): each API first checks what Kafka 4.4's
+``KafkaApis`` / ``ControllerApis`` check for it, through :mod:`compactlog.broker.access`, and
+answers a refusal field for field as Kafka does (tests/kafka/test_acls_vs_kafka.py).
 """
 
 from __future__ import annotations

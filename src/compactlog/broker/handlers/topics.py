@@ -28,6 +28,10 @@ print them.
 * DeleteRecords v0-v2: offset -1 means the high watermark; above the high watermark:
   OFFSET_OUT_OF_RANGE; a topic whose ``cleanup.policy`` lacks ``delete``: POLICY_VIOLATION.
   ``low_watermark`` is the new log start offset.
+
+Authorization (with ``authorizer.class.name`` set): each API first checks what Kafka 4.4's
+``KafkaApis`` / ``ControllerApis`` check for it, through :mod:`compactlog.broker.access`, and
+answers a refusal field for field as Kafka does (tests/kafka/test_acls_vs_kafka.py).
 """
 
 from __future__ import annotations

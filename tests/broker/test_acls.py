@@ -339,3 +339,45 @@ def test_fetch_waits_for_readable_partitions_only(brokers: Brokers) -> None:
     codes, elapsed = fetch(["t", "u"], 1500)
     assert codes == {"t": 0, "u": 29}
     assert elapsed >= 1.2, f"{elapsed:.2f} s: the readable partition was not waited for"
+
+
+def test_aiokafka_and_kafka_python_get_kafkas_authorization_errors(brokers: Brokers) -> None:
+    """aiokafka's producer raises TopicAuthorizationFailedError for a topic it may not write;
+    kafka-python's consumer raises GroupAuthorizationFailedError for a group it may not read."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import TopicAuthorizationFailedError
+    from kafka import KafkaConsumer
+    from kafka.errors import GroupAuthorizationFailedError
+
+    broker = _admin_host_broker(brokers, ["open", "closed"])
+    _grant(broker.bootstrap, (m.TOPIC_T, "open", WRITE, "L"), (m.TOPIC_T, "open", READ, "L"))
+
+    async def produce() -> tuple[Any, BaseException | None]:
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
+        await asyncio.wait_for(producer.start(), 30)
+        try:
+            sent = await asyncio.wait_for(producer.send_and_wait("open", b"v", key=b"k"), 30)
+            try:
+                await asyncio.wait_for(producer.send_and_wait("closed", b"v", key=b"k"), 30)
+            except TopicAuthorizationFailedError as exc:
+                return sent, exc
+            return sent, None
+        finally:
+            await producer.stop()
+
+    sent, refused = asyncio.run(produce())
+    assert sent.offset == 0
+    assert isinstance(refused, TopicAuthorizationFailedError)
+
+    consumer = KafkaConsumer(
+        "open", bootstrap_servers=broker.bootstrap, group_id="not-allowed",
+        auto_offset_reset="earliest", consumer_timeout_ms=20_000,
+    )  # fmt: skip
+    try:
+        with pytest.raises(GroupAuthorizationFailedError):
+            for _ in range(40):
+                consumer.poll(timeout_ms=500)
+    finally:
+        consumer.close()

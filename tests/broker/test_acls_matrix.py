@@ -9,6 +9,7 @@ The ACLs are created while ``User:ANONYMOUS`` is a super user, then the broker r
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -120,3 +121,37 @@ def test_topic_ids_are_not_secret_names_and_configs_are(matrix_broker: Any) -> N
         (29, None, True),
         (0, 29, 0),
     )
+
+
+def test_delete_acls_filters_see_the_acls_as_they_were(matrix_broker: Any) -> None:
+    """Every filter of one DeleteAcls is matched against the ACLs before the request, so a
+    binding two filters match is reported by both (Kafka's controller does the same); a filter
+    with an unknown operation is INVALID_REQUEST on its own."""
+    assert m.overlapping_delete(matrix_broker.bootstrap) == [
+        (0, ["acl-dup"]),
+        (0, ["acl-dup"]),
+        (42, []),
+    ]
+
+
+def test_invalid_acl_requests(matrix_broker: Any) -> None:
+    """Kafka 4.4's answers to bad bindings and filters (compared whole with Kafka in
+    tests/kafka/test_acls_vs_kafka.py): a code 0 (UNKNOWN) closes the connection; ANY or MATCH
+    in a binding is UNKNOWN_SERVER_ERROR; other codes it does not know, a bad principal, host,
+    name or cluster name are INVALID_REQUEST; DescribeAcls with an unknown code (not 0) answers
+    nothing, DeleteAcls INVALID_REQUEST."""
+    answers = m.invalid_acl_requests(matrix_broker.bootstrap)
+
+    def code(answer: str) -> str:
+        found = re.findall(r"error_code=(-?\d+)", answer)
+        return found[0] if found else answer
+
+    closed = "connection closed"
+    assert [code(a) for a in answers] == [
+        closed, closed, "-1", "-1", "-1", "-1", "-1", "42", "42", "42", "42", "42", "0", "42",
+        "42", "42",
+        closed, closed, closed, closed, closed, closed, closed, closed, "0", "42", "0", "42",
+        "0",
+    ]  # fmt: skip
+    assert "Could not parse principal from `alice`" in answers[11]
+    assert "resources=[]" in answers[24] and "Unknown entryFilter." in answers[25]

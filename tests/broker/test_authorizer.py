@@ -15,6 +15,7 @@ from compactlog.broker.authorizer import (
     ResourceType,
     StandardAuthorizer,
     authorized_operations_bits,
+    binding_refusal,
     parse_super_users,
     validate_new_binding,
 )
@@ -168,14 +169,26 @@ def test_authorize_by_resource_type() -> None:
     assert not by_type(acl(op=Op.READ))
 
 
-def test_validate_new_binding() -> None:
+def test_binding_refusals_are_kafkas() -> None:
+    assert binding_refusal(acl()) is None
+    assert binding_refusal(acl(rtype=C, name="kafka-cluster")) is None
+    assert binding_refusal(acl(rtype=C, name="x")) == (
+        42,
+        "The only valid name for the CLUSTER resource is kafka-cluster",
+    )
+    assert binding_refusal(acl(name="")) == (42, "Invalid empty resource name")
+    assert binding_refusal(acl(principal="alice")) == (
+        42,
+        "Could not parse principal from `alice` (no colon is present separating the "
+        "principal type from the principal name)",
+    )
+    assert binding_refusal(acl(principal=":x")) is None  # Kafka asks only for the colon
+    assert binding_refusal(acl(host="")) == (42, "Host pattern cannot be null or empty")
+    assert binding_refusal(acl(op=Op.ANY)) == (-1, None)
+    assert binding_refusal(acl(pattern=PatternType.MATCH)) == (-1, None)
+    assert binding_refusal(acl(op=Op.UNKNOWN)) == (42, "Invalid operation UNKNOWN")
     assert validate_new_binding(acl()) is None
-    assert "CLUSTER" in (validate_new_binding(acl(rtype=C, name="x")) or "")
-    assert validate_new_binding(acl(rtype=C, name="kafka-cluster")) is None
-    assert "empty" in (validate_new_binding(acl(name="")) or "")
-    assert "principal" in (validate_new_binding(acl(principal="alice")) or "")
-    assert "operation" in (validate_new_binding(acl(op=Op.ANY)) or "")
-    assert "pattern" in (validate_new_binding(acl(pattern=PatternType.MATCH)) or "")
+    assert "Invalid binding" in (validate_new_binding(acl(op=Op.ANY)) or "")
 
 
 def _filter(**kw: object) -> AclBindingFilter:

@@ -254,3 +254,19 @@ def test_auto_creation_needs_create_as_in_kafka(restarted: Pair) -> None:
     (kafka_refused, kafka_created), (ours_refused, ours_created) = results
     assert kafka_refused == ours_refused == 29
     assert kafka_created in (0, 3) and ours_created == 0
+
+
+def test_overlapping_delete_acls_as_in_kafka(restarted: Pair) -> None:
+    kafka, ours = (m.overlapping_delete(b) for b in restarted.bootstraps)
+    assert ours == kafka
+
+
+def test_invalid_acl_requests_as_in_kafka(restarted: Pair) -> None:
+    """Bad creations and filters: the same refusal, message and closed connection as Kafka."""
+    kafka, ours = (m.invalid_acl_requests(b) for b in restarted.bootstraps)
+    for what, k, o in zip(
+        [*map(str, m.BAD_CREATIONS), *(f"{f} {api}" for f in m.BAD_FILTERS
+                                       for api in ("describe", "delete")), "cleanup"],
+        kafka, ours, strict=True,
+    ):  # fmt: skip
+        assert o == k, what

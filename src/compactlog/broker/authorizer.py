@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final, NamedTuple, TypeVar
 
-from compactlog.errors import ConfigError
+from compactlog.errors import INVALID_REQUEST, UNKNOWN_SERVER_ERROR, ConfigError
 
 __all__ = [
     "AUTHORIZER_CLASS_NAME",
@@ -43,6 +43,7 @@ __all__ = [
     "ResourceType",
     "StandardAuthorizer",
     "authorized_operations_bits",
+    "binding_refusal",
     "from_code",
     "parse_super_users",
     "validate_new_binding",
@@ -217,27 +218,53 @@ def _str(value: object) -> str:
     return value
 
 
-def validate_new_binding(binding: AclBinding) -> str | None:
-    """Why Kafka refuses to create ``binding`` (INVALID_REQUEST), or None when it is valid
-    (``AclApis.handleCreateAcls`` and ``AclControlManager.validateNewAcl``)."""
-    if binding.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
-        return f"Invalid resourceType {binding.resource_type.name}"
-    if binding.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
-        return f"Invalid patternType {binding.pattern_type.name}"
-    if binding.operation in (AclOperation.UNKNOWN, AclOperation.ANY):
-        return f"Invalid operation {binding.operation.name}"
-    if binding.permission_type not in (AclPermissionType.ALLOW, AclPermissionType.DENY):
-        return f"Invalid permissionType {binding.permission_type.name}"
+def binding_refusal(binding: AclBinding) -> tuple[int, str | None] | None:
+    """Kafka 4.4's refusal of a binding CreateAcls asks for, as (error code, message), or None
+    when it is created (measured against Kafka 4.4, in its order):
+
+    * ANY or MATCH where a binding needs a concrete value: Kafka cannot even build the binding,
+      UNKNOWN_SERVER_ERROR with no message;
+    * a CLUSTER resource not named ``kafka-cluster``, an empty resource name, a principal with
+      no ``:``, an empty host, and codes Kafka does not know: INVALID_REQUEST with Kafka's
+      message. (A code of 0, UNKNOWN itself, makes Kafka close the connection: the handler's
+      business.)
+    """
+    if (
+        binding.resource_type == ResourceType.ANY
+        or binding.pattern_type in (PatternType.ANY, PatternType.MATCH)
+        or binding.operation == AclOperation.ANY
+        or binding.permission_type == AclPermissionType.ANY
+    ):
+        return UNKNOWN_SERVER_ERROR, None
     if binding.resource_type == ResourceType.CLUSTER and binding.resource_name != CLUSTER_NAME:
-        return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+        return INVALID_REQUEST, f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
     if not binding.resource_name:
-        return "Invalid empty resource name"
-    kind, sep, name = binding.principal.partition(":")
-    if not sep or not kind or not name:
-        return f"Invalid principal {binding.principal!r}: expected Type:name, e.g. User:alice"
+        return INVALID_REQUEST, "Invalid empty resource name"
+    if ":" not in binding.principal:
+        return INVALID_REQUEST, (
+            f"Could not parse principal from `{binding.principal}` (no colon is present "
+            "separating the principal type from the principal name)"
+        )
     if not binding.host:
-        return "Invalid empty host (use * for every host)"
+        return INVALID_REQUEST, "Host pattern cannot be null or empty"
+    unknown = (
+        ("resourceType", binding.resource_type == ResourceType.UNKNOWN),
+        ("patternType", binding.pattern_type == PatternType.UNKNOWN),
+        ("operation", binding.operation == AclOperation.UNKNOWN),
+        ("permissionType", binding.permission_type == AclPermissionType.UNKNOWN),
+    )
+    for label, is_unknown in unknown:
+        if is_unknown:
+            return INVALID_REQUEST, f"Invalid {label} UNKNOWN"
     return None
+
+
+def validate_new_binding(binding: AclBinding) -> str | None:
+    """Why a binding cannot be created (:func:`binding_refusal`'s reason), or None."""
+    refusal = binding_refusal(binding)
+    if refusal is None:
+        return None
+    return refusal[1] or f"Invalid binding {binding}"
 
 
 @dataclass(frozen=True)
@@ -403,18 +430,26 @@ class StandardAuthorizer:
         """Remove and return every binding ``flt`` matches."""
         removed = self.acls(flt)
         for binding in removed:
-            self._by_type[binding.resource_type].discard(binding)
-            key = (binding.resource_type, binding.pattern_type, binding.resource_name)
-            self._index[key].discard(binding)
-            if not self._index[key]:
-                del self._index[key]
-            if binding.pattern_type == PatternType.PREFIXED:
-                lengths = self._prefix_lengths[binding.resource_type]
-                size = len(binding.resource_name)
-                lengths[size] -= 1
-                if not lengths[size]:
-                    del lengths[size]
+            self.discard(binding)
         return removed
+
+    def discard(self, binding: AclBinding) -> bool:
+        """Remove ``binding``; False when it was not there."""
+        group = self._by_type.get(binding.resource_type)
+        if group is None or binding not in group:
+            return False
+        group.discard(binding)
+        key = (binding.resource_type, binding.pattern_type, binding.resource_name)
+        self._index[key].discard(binding)
+        if not self._index[key]:
+            del self._index[key]
+        if binding.pattern_type == PatternType.PREFIXED:
+            lengths = self._prefix_lengths[binding.resource_type]
+            size = len(binding.resource_name)
+            lengths[size] -= 1
+            if not lengths[size]:
+                del lengths[size]
+        return True
 
     def _applying(self, resource_type: ResourceType, name: str) -> list[set[AclBinding]]:
         """The bindings that apply to the LITERAL resource ``name``, in groups."""

@@ -369,3 +369,71 @@ def by_id_and_configs(bootstrap: str) -> tuple[Any, ...]:
         (deleted.error_code, deleted.name, deleted.topic_id == topic_id),
         (created.error_code, created.topic_config_error_code, len(created.configs)),
     )
+
+
+def overlapping_delete(bootstrap: str) -> list[tuple[int, list[str]]]:
+    """DeleteAcls with two filters that match the same binding (and one with an unknown
+    operation), from the allowed host: (error, names of the deleted bindings) per filter."""
+
+    def flt(name: str | None, operation: int = 1) -> dict[str, Any]:
+        return {
+            "resource_type_filter": TOPIC_T, "resource_name_filter": name,
+            "pattern_type_filter": 1, "principal_filter": "User:dup", "host_filter": None,
+            "operation": operation, "permission_type": 1,
+        }  # fmt: skip
+
+    with RawClient(bootstrap, ALLOWED_HOST) as c:
+        created = c.request(
+            30, 3, creations=[{**binding(TOPIC_T, "acl-dup", "*"), "principal": "User:dup"}]
+        )
+        assert created.results[0].error_code == 0, created
+        time.sleep(1)  # Kafka: the broker's authorizer applies the ACL after the controller
+        result = c.request(31, 3, filters=[flt("acl-dup"), flt(None), flt(None, operation=99)])
+    return [
+        (r.error_code, [a.resource_name for a in r.matching_acls]) for r in result.filter_results
+    ]
+
+
+def _attempt(bootstrap: str, api_key: int, **body: Any) -> str:
+    try:
+        with RawClient(bootstrap, ALLOWED_HOST) as c:
+            return repr(c.request(api_key, 3, **body))
+    except ConnectionError:
+        return "connection closed"
+
+
+def _any_filter(**changes: Any) -> dict[str, Any]:
+    return {
+        "resource_type_filter": TOPIC_T, "resource_name_filter": "x", "pattern_type_filter": 1,
+        "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1,
+        **changes,
+    }  # fmt: skip
+
+
+#: Creations Kafka refuses (or, for the principal ":x", accepts), as changes to one binding.
+BAD_CREATIONS: tuple[dict[str, Any], ...] = (
+    {"operation": 0}, {"resource_type": 0}, {"operation": 1}, {"resource_type": 1},
+    {"resource_pattern_type": 1}, {"resource_pattern_type": 2}, {"permission_type": 1},
+    {"operation": 99}, {"resource_type": 99}, {"resource_pattern_type": 9},
+    {"permission_type": 9}, {"principal": "alice"}, {"principal": ":x"}, {"host": ""},
+    {"resource_name": ""}, {"resource_type": CLUSTER_T, "resource_name": "x"},
+)  # fmt: skip
+#: Filters with codes Kafka does not know: 0 (UNKNOWN itself) and others.
+BAD_FILTERS: tuple[dict[str, Any], ...] = (
+    {"operation": 0}, {"resource_type_filter": 0}, {"pattern_type_filter": 0},
+    {"permission_type": 0}, {"operation": 99}, {"pattern_type_filter": 9},
+)  # fmt: skip
+
+
+def invalid_acl_requests(bootstrap: str) -> list[str]:
+    """What the broker answers to each of :data:`BAD_CREATIONS` (from the allowed host) and
+    :data:`BAD_FILTERS` in DescribeAcls and DeleteAcls, then the deletion of what was created
+    (the responses, or "connection closed")."""
+    base = binding(TOPIC_T, "x", "*")
+    answers = [_attempt(bootstrap, 30, creations=[{**base, **c}]) for c in BAD_CREATIONS]
+    for changes in BAD_FILTERS:
+        answers.append(_attempt(bootstrap, 29, **_any_filter(**changes)))
+        answers.append(_attempt(bootstrap, 31, filters=[_any_filter(**changes)]))
+    time.sleep(1)  # Kafka: what was created reaches the broker's authorizer
+    answers.append(_attempt(bootstrap, 31, filters=[_any_filter()]))
+    return answers

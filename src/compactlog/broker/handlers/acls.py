@@ -23,13 +23,13 @@ from compactlog.broker.authorizer import (
     AclBindingFilter,
     AclOperation,
     StandardAuthorizer,
+    binding_refusal,
     from_code,
-    validate_new_binding,
 )
 from compactlog.broker.authorizer import AclPermissionType as Perm
 from compactlog.broker.authorizer import PatternType as Pattern
 from compactlog.broker.authorizer import ResourceType as Resource
-from compactlog.broker.context import BrokerContext, Peer
+from compactlog.broker.context import BrokerContext, CloseConnection, Peer
 from compactlog.protocol import Request, Struct
 from compactlog.protocol.messages import (
     CreateAclsResponse,
@@ -44,7 +44,19 @@ _NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
 _NO_AUTHORIZER = "No Authorizer is configured."
 
 
+def _refuse_unknown(what: str, *codes_: int) -> None:
+    """Kafka refuses to parse a request with the code 0 (UNKNOWN) for a resource type, pattern
+    type, operation or permission (``CreateAclsRequest.validate`` and its siblings): it closes
+    the connection. So does compactlog, saying why."""
+    if 0 in codes_:
+        raise CloseConnection(f"{what} contains UNKNOWN (0) elements: {codes_}")
+
+
 def _filter_of(s: Struct) -> AclBindingFilter:
+    _refuse_unknown(
+        "an ACL filter",
+        s.resource_type_filter, s.pattern_type_filter, s.operation, s.permission_type,
+    )  # fmt: skip
     return AclBindingFilter.from_codes(
         s.resource_type_filter,
         s.resource_name_filter,
@@ -62,14 +74,12 @@ async def handle_describe_acls(ctx: BrokerContext, request: Request, peer: Peer)
             throttle_time_ms=0, error_code=code, error_message=message, resources=[]
         )
 
+    flt = _filter_of(request.body)
     if not authorize_cluster(ctx, request, peer, AclOperation.DESCRIBE):
         return error(codes.CLUSTER_AUTHORIZATION_FAILED, _NOT_AUTHORIZED)
     if ctx.authorizer is None:
         return error(codes.SECURITY_DISABLED, _NO_AUTHORIZER_DESCRIBE)
-    flt = _filter_of(request.body)
-    problem = flt.problem()
-    if problem is not None:
-        return error(codes.INVALID_REQUEST, problem)
+    # A code Kafka does not know (but not 0) matches nothing: an empty answer, no error.
     resources: dict[tuple[int, str, int], list[dict[str, object]]] = {}
     for b in ctx.authorizer.acls(flt):
         key = (int(b.resource_type), b.resource_name, int(b.pattern_type))
@@ -84,7 +94,7 @@ async def handle_describe_acls(ctx: BrokerContext, request: Request, peer: Peer)
     return DescribeAclsResponse(
         throttle_time_ms=0,
         error_code=codes.NONE,
-        error_message=None,
+        error_message="",  # Kafka's default, not null
         resources=[
             {"resource_type": t, "resource_name": n, "pattern_type": p, "acls": acls}
             for (t, n, p), acls in resources.items()
@@ -99,6 +109,11 @@ def _save(ctx: BrokerContext, authorizer: StandardAuthorizer) -> None:
 
 async def handle_create_acls(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     creations = request.body.creations
+    for c in creations:
+        _refuse_unknown(
+            "an ACL creation",
+            c.resource_type, c.resource_pattern_type, c.operation, c.permission_type,
+        )  # fmt: skip
 
     def every(code: int, message: str) -> Struct:
         return CreateAclsResponse(
@@ -123,29 +138,22 @@ async def handle_create_acls(ctx: BrokerContext, request: Request, peer: Peer) -
             from_code(AclOperation, c.operation),
             from_code(Perm, c.permission_type),
         )
-        problem = validate_new_binding(binding)
-        if problem is not None:
-            results.append({"error_code": codes.INVALID_REQUEST, "error_message": problem})
+        refusal = binding_refusal(binding)
+        if refusal is not None:
+            results.append({"error_code": refusal[0], "error_message": refusal[1]})
             continue
         if authorizer.add(binding):
             added.append(binding)
-        results.append({"error_code": codes.NONE, "error_message": None})
+        results.append({"error_code": codes.NONE, "error_message": ""})  # Kafka's default
     if added:
         try:
             _save(ctx, authorizer)
         except codes.StorageError as exc:
             # Not stored, not created: take them back so the ACLs in force are the ones on disk.
             for binding in added:
-                authorizer.remove(_exact(binding))
+                authorizer.discard(binding)
             return every(codes.KAFKA_STORAGE_ERROR, f"The ACLs were not stored: {exc}")
     return CreateAclsResponse(throttle_time_ms=0, results=results)
-
-
-def _exact(b: AclBinding) -> AclBindingFilter:
-    return AclBindingFilter(
-        b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation,
-        b.permission_type,
-    )  # fmt: skip
 
 
 async def handle_delete_acls(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
@@ -159,23 +167,25 @@ async def handle_delete_acls(ctx: BrokerContext, request: Request, peer: Peer) -
             ],
         )
 
+    parsed = [_filter_of(f) for f in filters]  # before authorization, as Kafka parses
     if not authorize_cluster(ctx, request, peer, AclOperation.ALTER):
         return every(codes.CLUSTER_AUTHORIZATION_FAILED, _NOT_AUTHORIZED)
     authorizer = ctx.authorizer
     if authorizer is None:
         return every(codes.SECURITY_DISABLED, _NO_AUTHORIZER)
     results: list[dict[str, object]] = []
-    removed: list[AclBinding] = []
-    for f in filters:
-        flt = _filter_of(f)
+    # Every filter is matched against the ACLs as they were before the request (a binding two
+    # filters match is reported by both, as Kafka's controller reports it); then all go.
+    removed: dict[AclBinding, None] = {}
+    for flt in parsed:
         problem = flt.problem()
         if problem is not None:
             results.append(
                 {"error_code": codes.INVALID_REQUEST, "error_message": problem, "matching_acls": []}
             )
             continue
-        gone = authorizer.remove(flt)
-        removed.extend(gone)
+        gone = authorizer.acls(flt)
+        removed.update(dict.fromkeys(gone))
         results.append(
             {
                 "error_code": codes.NONE,
@@ -196,6 +206,8 @@ async def handle_delete_acls(ctx: BrokerContext, request: Request, peer: Peer) -
                 ],
             }
         )
+    for binding in removed:
+        authorizer.discard(binding)
     if removed:
         try:
             _save(ctx, authorizer)

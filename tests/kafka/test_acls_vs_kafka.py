@@ -270,3 +270,28 @@ def test_invalid_acl_requests_as_in_kafka(restarted: Pair) -> None:
         kafka, ours, strict=True,
     ):  # fmt: skip
         assert o == k, what
+
+
+def test_without_an_authorizer_as_in_kafka(kafka: Any, tmp_path: Path) -> None:
+    """No authorizer: the ACL APIs answer SECURITY_DISABLED with Kafka's messages, and the
+    authorized-operation fields report every operation."""
+    brokers = Brokers(tmp_path / "compactlog")
+    try:
+        bootstraps = (kafka().bootstrap, brokers.start(config={"node.id": 1}).bootstrap)
+        kafka_answers, ours = (_unauthorized_answers(b) for b in bootstraps)
+    finally:
+        brokers.stop_all()
+    assert ours == kafka_answers
+
+
+def _unauthorized_answers(bootstrap: str) -> list[str]:
+    with m.RawClient(bootstrap, m.DENIED_HOST) as c:
+        out = [
+            c.request(29, 3, **m.any_filter()),
+            c.request(30, 3, creations=[m.binding(m.TOPIC_T, "x", "*")]),
+            c.request(31, 3, filters=[m.any_filter()]),
+        ]
+        md = c.request(3, 10, topics=None, include_cluster_authorized_operations=True)
+        dc = c.request(60, 1, include_cluster_authorized_operations=True, endpoint_type=1)
+    return [*map(repr, out), str(md.cluster_authorized_operations),
+            str(dc.cluster_authorized_operations)]  # fmt: skip

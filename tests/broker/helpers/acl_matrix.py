@@ -402,7 +402,7 @@ def _attempt(bootstrap: str, api_key: int, **body: Any) -> str:
         return "connection closed"
 
 
-def _any_filter(**changes: Any) -> dict[str, Any]:
+def any_filter(**changes: Any) -> dict[str, Any]:
     return {
         "resource_type_filter": TOPIC_T, "resource_name_filter": "x", "pattern_type_filter": 1,
         "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1,
@@ -432,8 +432,8 @@ def invalid_acl_requests(bootstrap: str) -> list[str]:
     base = binding(TOPIC_T, "x", "*")
     answers = [_attempt(bootstrap, 30, creations=[{**base, **c}]) for c in BAD_CREATIONS]
     for changes in BAD_FILTERS:
-        answers.append(_attempt(bootstrap, 29, **_any_filter(**changes)))
-        answers.append(_attempt(bootstrap, 31, filters=[_any_filter(**changes)]))
+        answers.append(_attempt(bootstrap, 29, **any_filter(**changes)))
+        answers.append(_attempt(bootstrap, 31, filters=[any_filter(**changes)]))
     time.sleep(1)  # Kafka: what was created reaches the broker's authorizer
-    answers.append(_attempt(bootstrap, 31, filters=[_any_filter()]))
+    answers.append(_attempt(bootstrap, 31, filters=[any_filter()]))
     return answers

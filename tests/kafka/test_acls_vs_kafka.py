@@ -250,10 +250,19 @@ def test_auto_creation_needs_create_as_in_kafka(restarted: Pair) -> None:
         refused = _metadata_until(bootstrap, "auto-a", lambda code: True, auto_create=True)
         _grant_denied_host(bootstrap, 5, "auto-b", 3)  # CREATE, LITERAL
         created = _metadata_until(bootstrap, "auto-b", lambda code: code != 29, auto_create=True)
-        results.append((refused, created))
-    (kafka_refused, kafka_created), (ours_refused, ours_created) = results
+        _metadata_until(bootstrap, "auto-b", lambda code: code == 0)  # Kafka: created by now
+        with m.RawClient(bootstrap, m.DENIED_HOST) as c:
+            md = c.request(
+                3, 10, topics=[{"name": "auto-seen"}, {"name": "auto-b"}],
+                allow_auto_topic_creation=False, include_topic_authorized_operations=True,
+            )  # fmt: skip
+        operations = sorted((t.name, t.topic_authorized_operations) for t in md.topics)
+        results.append((refused, created, operations))
+    (kafka_refused, kafka_created, kafka_ops), (ours_refused, ours_created, ours_ops) = results
     assert kafka_refused == ours_refused == 29
     assert kafka_created in (0, 3) and ours_created == 0
+    # DESCRIBE only, and DESCRIBE with CREATE: the same bits as Kafka's.
+    assert ours_ops == kafka_ops == [("auto-b", (1 << 8) | (1 << 5)), ("auto-seen", 1 << 8)]
 
 
 def test_overlapping_delete_acls_as_in_kafka(restarted: Pair) -> None:

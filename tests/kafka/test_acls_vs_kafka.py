@@ -123,10 +123,8 @@ def restarted(pair: Pair) -> Pair:
     """The matrix's ACLs and resources on both, then both restarted without
     ``User:ANONYMOUS`` among the super users."""
     for bootstrap in pair.bootstraps:
-        m.create_allowed_acls(bootstrap)
-    time.sleep(2)  # Kafka: the ACLs reach the broker's authorizer after the controller's commit
-    for bootstrap in pair.bootstraps:
-        m.setup_resources(bootstrap)
+        m.create_allowed_acls(bootstrap)  # committed by Kafka's controller before it answers
+        m.setup_resources(bootstrap)  # still a super user: no need to wait for the ACLs
     pair.kafka.stop()
     pair.kafka.config["super.users"] = "User:admin"
     pair.kafka.start()

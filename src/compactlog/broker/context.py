@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from compactlog.broker.acl_store import AclFile
+from compactlog.broker.authorizer import StandardAuthorizer
 from compactlog.broker.coordinator.service import GroupCoordinator
 from compactlog.broker.metrics import BrokerMetrics
 from compactlog.broker.node_state import NODE_ID, ProducerIdManager
@@ -70,6 +72,7 @@ class Peer(NamedTuple):
     client_id: str
     host: str
     port: int
+    principal: str = "User:ANONYMOUS"
 
 
 class AppendWaiters:
@@ -144,6 +147,9 @@ class BrokerContext:
     stopping: bool = False
     #: Called after every group request, so the coordinator's timer re-arms for its deadline.
     on_group_request: Callable[[], None] = field(default=lambda: None)
+    #: The ACLs and their file when ``authorizer.class.name`` is set; None: everything allowed.
+    authorizer: StandardAuthorizer | None = None
+    acl_file: AclFile | None = None
 
     @property
     def groups_enabled(self) -> bool:

@@ -125,6 +125,9 @@ _KNOWN_PARTITION_FILES: Final = frozenset(
 )
 #: Files of a Kafka log directory's root that the store leaves alone (and so does verify).
 _KAFKA_ROOT_FILES: Final = frozenset({META_PROPERTIES, "bootstrap.checkpoint"})
+#: The broker's ACLs (:mod:`compactlog.broker.acl_store`): named here so that the scan of a data
+#: directory knows the file (the broker sits above storage and cannot be asked).
+ACLS_FILE: Final = "compactlog-acls.json"
 
 
 @dataclass
@@ -522,6 +525,7 @@ def verify_data_dir(path: str) -> VerifyReport:
                 TOPICS_FILE,
                 LOCK_FILE,
                 CLEAN_SHUTDOWN_FILE,
+                ACLS_FILE,
                 *_KAFKA_ROOT_FILES,
             ):
                 report.notes.append(Problem(full, None, "foreign file, ignored"))
@@ -614,6 +618,7 @@ def verify_data_dir(path: str) -> VerifyReport:
 
 
 __all__ = [
+    "ACLS_FILE",
     "Problem",
     "VerifyReport",
     "verify_data_dir",

@@ -90,6 +90,10 @@ NO_REASSIGNMENT_IN_PROGRESS = 85
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 INVALID_RECORD = 87
 UNKNOWN_TOPIC_ID = 100
+FENCED_MEMBER_EPOCH = 110
+UNRELEASED_INSTANCE_ID = 111
+UNSUPPORTED_ASSIGNOR = 112
+STALE_MEMBER_EPOCH = 113
 
 ERROR_NAMES: dict[int, str] = {
     value: name for name, value in dict(globals()).items() if name.isupper() and type(value) is int

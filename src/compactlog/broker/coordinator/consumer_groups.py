@@ -1,0 +1,488 @@
+"""KIP-848 consumer groups: ConsumerGroupHeartbeat and ConsumerGroupDescribe, session and
+rebalance timeouts, and the member checks of OffsetCommit (Kafka's ``GroupMetadataManager`` for
+consumer groups). The model and the reconciliation are in :mod:`.consumer_group`.
+
+A heartbeat does, in order, what Kafka's does:
+
+1. Check the request (INVALID_REQUEST with Kafka's message; UNSUPPORTED_ASSIGNOR for an
+   assignor not in ``group.consumer.assignors``). Epoch -1 is a leave: the member is removed
+   and the group epoch goes up.
+2. Find the member: a new one with epoch 0 (GROUP_MAX_SIZE_REACHED beyond
+   ``group.consumer.max.size``); otherwise it must exist (UNKNOWN_MEMBER_ID) with the epoch
+   the coordinator gave it, or the one before when what it owns shows that the last response
+   was lost (FENCED_MEMBER_EPOCH otherwise: the member drops its partitions and rejoins).
+3. Update its subscription; a change, a new member or a change of the subscribed topics'
+   partitions bumps the group epoch.
+4. Recompute the target assignment when the group epoch is ahead of it.
+5. Reconcile the member (:func:`~.consumer_group.reconcile`) and answer its epoch and, when
+   it changed or the request was a full one, its assignment.
+
+Every heartbeat re-arms the member's session (``group.consumer.session.timeout.ms``); a member
+that must revoke partitions has its rebalance timeout to do so. Either deadline passing fences
+the member: it is removed and the group epoch goes up, so the others get its partitions.
+
+Not here (refused with a clear INVALID_REQUEST): static membership (``InstanceId``) and regex
+subscriptions (``SubscribedTopicRegex``). Consumer groups live in memory: their committed
+offsets are in ``__consumer_offsets`` and survive a restart, but after a restart the members
+get UNKNOWN_MEMBER_ID and rejoin (with epoch 0), which the clients do on their own.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from compactlog.broker.coordinator.assignors import (
+    ASSIGNORS,
+    MemberSpec,
+    Partitions,
+    TopicMetadata,
+)
+from compactlog.broker.coordinator.config import GroupCoordinatorConfig
+from compactlog.broker.coordinator.consumer_group import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    ConsumerGroupState,
+    MemberState,
+    is_subset,
+    reconcile,
+)
+from compactlog.broker.coordinator.delayed import Timer
+from compactlog.errors import (
+    FENCED_MEMBER_EPOCH,
+    GROUP_ID_NOT_FOUND,
+    GROUP_MAX_SIZE_REACHED,
+    INVALID_REQUEST,
+    NONE,
+    STALE_MEMBER_EPOCH,
+    UNKNOWN_MEMBER_ID,
+    UNSUPPORTED_ASSIGNOR,
+)
+
+logger = logging.getLogger("compactlog.broker.groups")
+
+OwnedPartitions = Sequence[tuple[uuid.UUID, Sequence[int]]]
+
+
+class ConsumerRuntime(Protocol):
+    config: GroupCoordinatorConfig
+
+    @property
+    def now(self) -> int: ...
+
+    @property
+    def timer(self) -> Timer: ...
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    error_code: int
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    #: None: unchanged since the member's last heartbeat.
+    assignment: Partitions | None = None
+
+
+class ConsumerGroupError(Exception):
+    """A heartbeat refused with a Kafka error code and message."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class DescribedConsumerMember:
+    member: ConsumerGroupMember
+    target: Partitions
+
+
+@dataclass(frozen=True)
+class DescribedConsumerGroup:
+    error_code: int
+    error_message: str | None
+    group_id: str
+    state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[DescribedConsumerMember, ...] = ()
+
+
+class ConsumerGroupManager:
+    """The consumer groups of one coordinator, by group id."""
+
+    def __init__(
+        self,
+        rt: ConsumerRuntime,
+        topics: Callable[[Iterable[str]], dict[str, TopicMetadata]],
+    ) -> None:
+        self.rt = rt
+        self.topics = topics
+        self.groups: dict[str, ConsumerGroup] = {}
+
+    @property
+    def config(self) -> GroupCoordinatorConfig:
+        return self.rt.config
+
+    # --- ConsumerGroupHeartbeat ---------------------------------------------------------------
+    def heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        *,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        rebalance_timeout_ms: int = -1,
+        subscribed_topic_names: Sequence[str] | None = None,
+        subscribed_topic_regex: str | None = None,
+        server_assignor: str | None = None,
+        owned: OwnedPartitions | None = None,
+        client_id: str = "",
+        client_host: str = "",
+    ) -> HeartbeatResult:
+        try:
+            self._validate(
+                group_id,
+                member_id,
+                member_epoch,
+                instance_id,
+                rack_id,
+                rebalance_timeout_ms,
+                subscribed_topic_names,
+                subscribed_topic_regex,
+                server_assignor,
+                owned,
+            )
+            if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                return self._leave(group_id, member_id, member_epoch)
+            return self._heartbeat(
+                group_id,
+                member_id or str(uuid.uuid4()),
+                member_epoch,
+                rack_id,
+                rebalance_timeout_ms,
+                subscribed_topic_names,
+                server_assignor,
+                owned,
+                client_id,
+                client_host,
+            )
+        except ConsumerGroupError as exc:
+            return HeartbeatResult(exc.code, exc.message, member_epoch=member_epoch)
+
+    def _validate(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        rack_id: str | None,
+        rebalance_timeout_ms: int,
+        subscribed_topic_names: Sequence[str] | None,
+        subscribed_topic_regex: str | None,
+        server_assignor: str | None,
+        owned: OwnedPartitions | None,
+    ) -> None:
+        def invalid(message: str) -> ConsumerGroupError:
+            return ConsumerGroupError(INVALID_REQUEST, message)
+
+        if not group_id:
+            raise invalid("GroupId can't be empty.")
+        if instance_id == "":
+            raise invalid("InstanceId can't be empty.")
+        if rack_id == "":
+            raise invalid("RackId can't be empty.")
+        if instance_id is not None:
+            raise invalid(
+                "InstanceId (static membership) is not supported by compactlog's consumer "
+                "groups yet; leave group.instance.id unset."
+            )
+        if subscribed_topic_regex is not None:
+            raise invalid(
+                "SubscribedTopicRegex is not supported by compactlog's consumer groups yet; "
+                "subscribe to topic names."
+            )
+        if member_epoch > 0 or member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            if not member_id:
+                raise invalid("MemberId can't be empty.")
+        elif member_epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if rebalance_timeout_ms == -1:
+                raise invalid("RebalanceTimeoutMs must be provided in first request.")
+            if owned is None or len(owned) > 0:
+                raise invalid("TopicPartitions must be empty when (re-)joining.")
+            if not subscribed_topic_names:
+                raise invalid("SubscribedTopicNames must be set in first request.")
+        else:
+            raise invalid("MemberEpoch is invalid.")
+        assignors = self.config.group_consumer_assignors
+        if server_assignor is not None and server_assignor not in assignors:
+            raise ConsumerGroupError(
+                UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(assignors)}.",
+            )
+
+    def _group(self, group_id: str) -> ConsumerGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            raise ConsumerGroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        return group
+
+    @staticmethod
+    def _member(group: ConsumerGroup, member_id: str) -> ConsumerGroupMember:
+        member = group.members.get(member_id)
+        if member is None:
+            raise ConsumerGroupError(
+                UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not a member of group {group.group_id}.",
+            )
+        return member
+
+    def _heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        rack_id: str | None,
+        rebalance_timeout_ms: int,
+        subscribed_topic_names: Sequence[str] | None,
+        server_assignor: str | None,
+        owned: OwnedPartitions | None,
+        client_id: str,
+        client_host: str,
+    ) -> HeartbeatResult:
+        joining = member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        group = self.groups.get(group_id)
+        if group is None:
+            if not joining:
+                raise ConsumerGroupError(
+                    UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
+                )
+            group = ConsumerGroup(group_id)
+        member = group.members.get(member_id)
+        if member is None:
+            if not joining:
+                raise ConsumerGroupError(
+                    UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
+                )
+            if len(group.members) >= self.config.group_consumer_max_size:
+                raise ConsumerGroupError(
+                    GROUP_MAX_SIZE_REACHED,
+                    f"The consumer group has reached its maximum capacity of "
+                    f"{self.config.group_consumer_max_size} members.",
+                )
+            member = ConsumerGroupMember(member_id)
+        elif not joining:
+            self._check_epoch(member, member_epoch, owned)
+        self.groups[group_id] = group
+
+        updated = replace(
+            member,
+            rack_id=rack_id if rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=(
+                rebalance_timeout_ms if rebalance_timeout_ms != -1 else member.rebalance_timeout_ms
+            ),
+            subscribed_topic_names=(
+                tuple(sorted(set(subscribed_topic_names)))
+                if subscribed_topic_names is not None
+                else member.subscribed_topic_names
+            ),
+            server_assignor=(
+                server_assignor if server_assignor is not None else member.server_assignor
+            ),
+            client_id=client_id,
+            client_host=client_host,
+        )
+        bump = (
+            member_id not in group.members
+            or updated.subscribed_topic_names != member.subscribed_topic_names
+            or updated.server_assignor != member.server_assignor
+        )
+        group.members[member_id] = updated
+        metadata = self.topics(group.subscribed_topics())
+        if metadata != group.subscription_metadata:
+            group.subscription_metadata = metadata
+            bump = True
+        if bump:
+            group.group_epoch += 1
+            logger.info("consumer group %s: group epoch %d", group_id, group.group_epoch)
+        if group.group_epoch > group.assignment_epoch:
+            self._update_target(group)
+
+        reconciled = reconcile(
+            updated,
+            group.assignment_epoch,
+            group.target.get(member_id, {}),
+            group.partition_owners(excluding=member_id),
+            None if owned is None else [(t, list(ps)) for t, ps in owned],
+        )
+        group.members[member_id] = reconciled
+        self._schedule_session(group_id, member_id)
+        self._schedule_revocation(group_id, member, reconciled)
+
+        full = joining or (
+            rebalance_timeout_ms != -1 and subscribed_topic_names is not None and owned is not None
+        )
+        changed = reconciled.assigned != member.assigned or joining
+        return HeartbeatResult(
+            NONE,
+            None,
+            member_id,
+            reconciled.member_epoch,
+            self.config.group_consumer_heartbeat_interval_ms,
+            reconciled.assigned if full or changed else None,
+        )
+
+    @staticmethod
+    def _check_epoch(
+        member: ConsumerGroupMember, received: int, owned: OwnedPartitions | None
+    ) -> None:
+        if received > member.member_epoch:
+            raise ConsumerGroupError(
+                FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a greater member epoch ({received}) than the one "
+                f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+                "all its partitions and rejoin.",
+            )
+        if received < member.member_epoch and not (
+            received == member.previous_member_epoch
+            and is_subset([(t, list(ps)) for t, ps in owned or ()], member.assigned)
+            and owned is not None
+        ):
+            raise ConsumerGroupError(
+                FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a smaller member epoch ({received}) than the one "
+                f"known by the group coordinator ({member.member_epoch}). The member must abandon "
+                "all its partitions and rejoin.",
+            )
+
+    def _update_target(self, group: ConsumerGroup) -> None:
+        name = group.preferred_assignor(self.config.group_consumer_assignors[0])
+        specs = {
+            m.member_id: MemberSpec(
+                frozenset(m.subscribed_topic_names), group.target.get(m.member_id, {})
+            )
+            for m in group.members.values()
+        }
+        group.target = ASSIGNORS[name](specs, group.subscription_metadata)
+        group.assignment_epoch = group.group_epoch
+
+    # --- leaving and fencing --------------------------------------------------------------------
+    def _leave(self, group_id: str, member_id: str, member_epoch: int) -> HeartbeatResult:
+        group = self._group(group_id)
+        self._member(group, member_id)
+        logger.info("consumer group %s: member %s left", group_id, member_id)
+        self.remove_member(group, member_id)
+        return HeartbeatResult(NONE, None, member_id, member_epoch, 0, None)
+
+    def remove_member(self, group: ConsumerGroup, member_id: str) -> None:
+        """Fence a member: its partitions become free and the group epoch goes up."""
+        group.members.pop(member_id, None)
+        group.target.pop(member_id, None)
+        timer = self.rt.timer
+        timer.cancel(("consumer-session", group.group_id, member_id))
+        timer.cancel(("consumer-revocation", group.group_id, member_id))
+        group.subscription_metadata = self.topics(group.subscribed_topics())
+        group.group_epoch += 1
+
+    def _fence(self, group_id: str, member_id: str, why: str) -> None:
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return
+        logger.info("consumer group %s: member %s fenced (%s)", group_id, member_id, why)
+        self.remove_member(group, member_id)
+
+    def _schedule_session(self, group_id: str, member_id: str) -> None:
+        self.rt.timer.schedule(
+            ("consumer-session", group_id, member_id),
+            self.rt.now + self.config.group_consumer_session_timeout_ms,
+            lambda: self._fence(group_id, member_id, "session timeout"),
+        )
+
+    def _schedule_revocation(
+        self, group_id: str, before: ConsumerGroupMember, after: ConsumerGroupMember
+    ) -> None:
+        key = ("consumer-revocation", group_id, after.member_id)
+        if after.state != MemberState.UNREVOKED_PARTITIONS:
+            self.rt.timer.cancel(key)
+        elif before.state != MemberState.UNREVOKED_PARTITIONS or key not in self.rt.timer:
+            timeout = max(after.rebalance_timeout_ms, 0)
+            self.rt.timer.schedule(
+                key,
+                self.rt.now + timeout,
+                lambda: self._fence(group_id, after.member_id, "rebalance timeout"),
+            )
+
+    # --- the other APIs -------------------------------------------------------------------------
+    def describe(self, group_ids: Sequence[str]) -> list[DescribedConsumerGroup]:
+        out = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                message = f"Group {group_id} not found."
+                out.append(DescribedConsumerGroup(GROUP_ID_NOT_FOUND, message, group_id))
+                continue
+            out.append(
+                DescribedConsumerGroup(
+                    NONE,
+                    None,
+                    group_id,
+                    group.state.value,
+                    group.group_epoch,
+                    group.assignment_epoch,
+                    group.preferred_assignor(self.config.group_consumer_assignors[0]),
+                    tuple(
+                        DescribedConsumerMember(m, group.target.get(m.member_id, {}))
+                        for m in group.members.values()
+                    ),
+                )
+            )
+        return out
+
+    def validate_offset_commit(self, group: ConsumerGroup, member_id: str, epoch: int) -> int:
+        """OffsetCommit's member check (``ConsumerGroup.validateOffsetCommit``): -1 with no
+        members is a standalone commit; otherwise the member must exist with this epoch."""
+        if epoch < 0 and not group.members:
+            return NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return UNKNOWN_MEMBER_ID
+        if epoch != member.member_epoch:
+            return STALE_MEMBER_EPOCH
+        return NONE
+
+    def delete(self, group_id: str) -> None:
+        group = self.groups.pop(group_id, None)
+        if group is not None:
+            group.dead = True
+            self.rt.timer.cancel_if(
+                lambda key: (
+                    isinstance(key, tuple)
+                    and len(key) == 3
+                    and key[1] == group_id
+                    and str(key[0]).startswith("consumer-")
+                )
+            )
+
+    def is_empty(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is None or group.state == ConsumerGroupState.EMPTY
+
+    def subscribed_topics(self, group_id: str) -> frozenset[str]:
+        group = self.groups.get(group_id)
+        return frozenset() if group is None else group.subscribed_topics()
+
+
+def topic_names(metadata: Mapping[str, TopicMetadata]) -> dict[uuid.UUID, str]:
+    return {m.topic_id: name for name, m in metadata.items()}

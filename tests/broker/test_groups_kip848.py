@@ -1,0 +1,373 @@
+"""KIP-848 consumer groups without a socket: the assignors, the reconciliation state machine, and
+the coordinator's ConsumerGroupHeartbeat, OffsetCommit, ListGroups, DeleteGroups and the rules
+for classic and consumer groups of the same id, driven with the manual clock."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compactlog.broker.coordinator.assignors import (
+    MemberSpec,
+    TopicMetadata,
+    range_assign,
+    uniform_assign,
+)
+from compactlog.broker.coordinator.consumer_group import (
+    ConsumerGroupMember,
+    MemberState,
+    reconcile,
+)
+from compactlog.broker.coordinator.consumer_groups import HeartbeatResult
+from compactlog.broker.coordinator.service import GroupCoordinator
+from compactlog.errors import (
+    FENCED_MEMBER_EPOCH,
+    GROUP_ID_NOT_FOUND,
+    GROUP_MAX_SIZE_REACHED,
+    GROUP_SUBSCRIBED_TO_TOPIC,
+    INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_REQUEST,
+    NON_EMPTY_GROUP,
+    NONE,
+    STALE_MEMBER_EPOCH,
+    UNKNOWN_MEMBER_ID,
+    UNSUPPORTED_ASSIGNOR,
+)
+from compactlog.storage.store import Store
+from tests.conftest import ManualClock
+
+T1 = uuid.UUID(int=1)
+T2 = uuid.UUID(int=2)
+TOPICS = {"a": TopicMetadata(T1, "a", 6), "b": TopicMetadata(T2, "b", 3)}
+GROUP = "g848"
+
+
+def _count(assignment: dict[str, Any]) -> dict[str, int]:
+    return {m: sum(len(ps) for ps in tps.values()) for m, tps in assignment.items()}
+
+
+def _all(assignment: dict[str, Any]) -> list[tuple[uuid.UUID, int]]:
+    return sorted((t, p) for tps in assignment.values() for t, ps in tps.items() for p in ps)
+
+
+# --- assignors ------------------------------------------------------------------------------
+def test_uniform_balances_and_covers_every_partition() -> None:
+    members = {m: MemberSpec(frozenset({"a"}), {}) for m in ("m1", "m2", "m3", "m4")}
+    out = uniform_assign(members, TOPICS)
+    assert _all(out) == [(T1, p) for p in range(6)]
+    assert sorted(_count(out).values()) == [1, 1, 2, 2]
+
+
+def test_uniform_is_sticky() -> None:
+    first = uniform_assign({m: MemberSpec(frozenset({"a"}), {}) for m in ("m1", "m2")}, TOPICS)
+    # m3 joins: m1 and m2 each give up exactly one partition and keep the rest.
+    second = uniform_assign(
+        {
+            "m1": MemberSpec(frozenset({"a"}), first["m1"]),
+            "m2": MemberSpec(frozenset({"a"}), first["m2"]),
+            "m3": MemberSpec(frozenset({"a"}), {}),
+        },
+        TOPICS,
+    )
+    assert _count(second) == {"m1": 2, "m2": 2, "m3": 2}
+    assert second["m1"][T1] <= first["m1"][T1]
+    assert second["m2"][T1] <= first["m2"][T1]
+
+
+def test_uniform_heterogeneous_subscriptions() -> None:
+    members = {
+        "m1": MemberSpec(frozenset({"a", "b"}), {}),
+        "m2": MemberSpec(frozenset({"a"}), {}),
+        "m3": MemberSpec(frozenset({"b", "missing"}), {}),
+    }
+    out = uniform_assign(members, TOPICS)
+    assert _all(out) == sorted([(T1, p) for p in range(6)] + [(T2, p) for p in range(3)])
+    assert T2 not in out["m2"]
+    assert T1 not in out["m3"]
+    assert sorted(_count(out).values()) == [3, 3, 3]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from(["m1", "m2", "m3", "m4", "m5"]), min_size=1, unique=True),
+    st.integers(min_value=1, max_value=20),
+)
+def test_uniform_property_homogeneous(member_ids: list[str], partitions: int) -> None:
+    topics = {"a": TopicMetadata(T1, "a", partitions)}
+    out = uniform_assign({m: MemberSpec(frozenset({"a"}), {}) for m in member_ids}, topics)
+    assert _all(out) == [(T1, p) for p in range(partitions)]
+    counts = _count(out).values()
+    assert max(counts) - min(counts) <= 1
+
+
+def test_range_gives_contiguous_ranges_per_topic() -> None:
+    members = {m: MemberSpec(frozenset({"a", "b"}), {}) for m in ("m2", "m1", "m3", "m4")}
+    out = range_assign(members, TOPICS)
+    assert out["m1"] == {T1: frozenset({0, 1}), T2: frozenset({0})}
+    assert out["m2"] == {T1: frozenset({2, 3}), T2: frozenset({1})}
+    assert out["m3"] == {T1: frozenset({4}), T2: frozenset({2})}
+    assert out["m4"] == {T1: frozenset({5})}
+
+
+# --- reconciliation -------------------------------------------------------------------------
+def test_reconcile_revokes_before_taking_new_epoch() -> None:
+    member = ConsumerGroupMember("m1", member_epoch=1, assigned={T1: frozenset({0, 1, 2})})
+    step = reconcile(member, 2, {T1: frozenset({0, 1})}, {}, None)
+    assert step.state == MemberState.UNREVOKED_PARTITIONS
+    assert step.member_epoch == 1
+    assert step.assigned == {T1: frozenset({0, 1})}
+    assert step.pending_revocation == {T1: frozenset({2})}
+    # Still reported as owned: nothing changes.
+    assert reconcile(step, 2, {T1: frozenset({0, 1})}, {}, [(T1, [0, 1, 2])]) == step
+    # Revoked: the new epoch.
+    done = reconcile(step, 2, {T1: frozenset({0, 1})}, {}, [(T1, [0, 1])])
+    assert (done.state, done.member_epoch, done.previous_member_epoch) == (
+        MemberState.STABLE,
+        2,
+        1,
+    )
+    assert done.pending_revocation == {}
+
+
+def test_reconcile_holds_back_partitions_others_still_own() -> None:
+    member = ConsumerGroupMember("m2", member_epoch=1)
+    step = reconcile(member, 2, {T1: frozenset({2, 3})}, {(T1, 2): "m1"}, [])
+    assert step.state == MemberState.UNRELEASED_PARTITIONS
+    assert step.member_epoch == 2
+    assert step.assigned == {T1: frozenset({3})}
+    released = reconcile(step, 2, {T1: frozenset({2, 3})}, {}, [(T1, [3])])
+    assert released.state == MemberState.STABLE
+    assert released.assigned == {T1: frozenset({2, 3})}
+
+
+# --- the coordinator ------------------------------------------------------------------------
+class Harness:
+    def __init__(self, open_store: Callable[..., Store], clock: ManualClock, **config: Any):
+        self.open_store = open_store
+        self.clock = clock
+        self.config = {"offsets.topic.num.partitions": 3, **config}
+        self.store = open_store()
+        self.store.create_topic("a", 6)
+        self.store.create_topic("b", 3)
+        self.coord = GroupCoordinator.load(self.store, self.config)
+        self.topic_a = next(t for t, n in self.coord.topic_names().items() if n == "a")
+
+    def restart(self) -> None:
+        self.store.close()
+        self.store = self.open_store()
+        self.coord = GroupCoordinator.load(self.store, self.config)
+
+    def join(self, member: str, topics: tuple[str, ...] = ("a",), **kw: Any) -> HeartbeatResult:
+        return self.coord.consumer_group_heartbeat(
+            GROUP,
+            member,
+            0,
+            rebalance_timeout_ms=kw.pop("rebalance_timeout_ms", 30_000),
+            subscribed_topic_names=list(topics),
+            owned=[],
+            **kw,
+        )
+
+    def beat(self, member: str, epoch: int, owned: Any = None, **kw: Any) -> HeartbeatResult:
+        return self.coord.consumer_group_heartbeat(GROUP, member, epoch, owned=owned, **kw)
+
+    def owned(self, result: HeartbeatResult) -> list[tuple[uuid.UUID, list[int]]]:
+        assert result.assignment is not None
+        return [(t, sorted(ps)) for t, ps in result.assignment.items()]
+
+
+@pytest.fixture
+def h(open_store: Callable[..., Store], clock: ManualClock) -> Iterator[Harness]:
+    harness = Harness(open_store, clock, **{"group.consumer.session.timeout.ms": 45_000})
+    yield harness
+
+
+def partitions(result: HeartbeatResult, topic: uuid.UUID) -> set[int]:
+    assert result.assignment is not None
+    return set(result.assignment.get(topic, ()))
+
+
+def test_two_members_rebalance_with_revocation_first(h: Harness) -> None:
+    a = h.topic_a
+    r1 = h.join("m1")
+    assert (r1.error_code, r1.member_epoch, r1.heartbeat_interval_ms) == (NONE, 1, 5000)
+    assert partitions(r1, a) == set(range(6))
+    r2 = h.join("m2")
+    assert r2.error_code == NONE and r2.member_epoch == 2
+    # m1 still owns everything: m2 gets nothing yet.
+    assert partitions(r2, a) == set()
+    # m1's next heartbeat: keep three, revoke three, stay at epoch 1.
+    r1 = h.beat("m1", 1, h.owned(r1))
+    assert r1.member_epoch == 1
+    kept = partitions(r1, a)
+    assert len(kept) == 3
+    # Before m1 confirms the revocation, m2 still gets nothing.
+    r2b = h.beat("m2", 2, [])
+    assert r2b.error_code == NONE and r2b.assignment is None
+    # m1 confirms: epoch 2; then m2 gets the three released partitions.
+    r1 = h.beat("m1", 1, h.owned(r1))
+    assert (r1.error_code, r1.member_epoch) == (NONE, 2)
+    r2c = h.beat("m2", 2, [])
+    assert partitions(r2c, a) == set(range(6)) - kept
+    [described] = h.coord.consumer_group_describe([GROUP])
+    assert described.state == "Stable"
+    assert (described.group_epoch, described.assignment_epoch) == (2, 2)
+    assert described.assignor_name == "uniform"
+
+
+def test_leave_and_session_timeout_free_partitions(h: Harness, clock: ManualClock) -> None:
+    a = h.topic_a
+    h.join("m1")
+    h.join("m2")
+    r1 = h.beat("m1", 1, [(a, list(range(6)))])
+    kept = h.owned(r1)
+    r1 = h.beat("m1", 1, kept)
+    assert r1.member_epoch == 2
+    h.beat("m2", 2, [])
+    # m2 leaves: m1 gets everything at the next epoch.
+    left = h.beat("m2", -1)
+    assert (left.error_code, left.member_epoch) == (NONE, -1)
+    r1 = h.beat("m1", 2, kept)
+    assert (r1.member_epoch, partitions(r1, a)) == (3, set(range(6)))
+    # m3 joins and goes silent: fenced after the session timeout.
+    h.join("m3")
+    clock.advance(44_000)
+    r1 = h.beat("m1", 3, h.owned(r1))
+    clock.advance(2_000)
+    h.coord.tick()
+    [described] = h.coord.consumer_group_describe([GROUP])
+    assert [m.member.member_id for m in described.members] == ["m1"]
+    assert h.beat("m3", 4).error_code == UNKNOWN_MEMBER_ID
+
+
+def test_revocation_timeout_fences_the_member(h: Harness, clock: ManualClock) -> None:
+    h.join("m1", rebalance_timeout_ms=10_000)
+    h.join("m2")
+    r1 = h.beat("m1", 1, None)
+    assert r1.member_epoch == 1 and len(partitions(r1, h.topic_a)) == 3
+    clock.advance(10_001)
+    h.coord.tick()
+    assert h.beat("m1", 1).error_code == UNKNOWN_MEMBER_ID
+    r2 = h.beat("m2", 2, [])
+    assert partitions(r2, h.topic_a) == set(range(6))
+
+
+def test_fencing_and_request_errors(h: Harness) -> None:
+    h.join("m1")
+    assert h.beat("m1", 5).error_code == FENCED_MEMBER_EPOCH
+    assert h.beat("nobody", 1).error_code == UNKNOWN_MEMBER_ID
+    bad = h.coord.consumer_group_heartbeat(GROUP, "m9", 0, subscribed_topic_names=["a"], owned=[])
+    assert (bad.error_code, bad.error_message) == (
+        INVALID_REQUEST,
+        "RebalanceTimeoutMs must be provided in first request.",
+    )
+    assert h.join("m9", ()).error_message == "SubscribedTopicNames must be set in first request."
+    assert h.coord.consumer_group_heartbeat("", "m", 0).error_code == INVALID_REQUEST
+    regex = h.coord.consumer_group_heartbeat(
+        GROUP, "m9", 0, rebalance_timeout_ms=1, subscribed_topic_regex="a.*", owned=[]
+    )
+    assert regex.error_code == INVALID_REQUEST and "Regex" in (regex.error_message or "")
+    static = h.join("m9", instance_id="i1")
+    assert static.error_code == INVALID_REQUEST and "InstanceId" in (static.error_message or "")
+    wrong = h.join("m9", server_assignor="sticky")
+    assert (wrong.error_code, wrong.error_message) == (
+        UNSUPPORTED_ASSIGNOR,
+        "ServerAssignor sticky is not supported. Supported assignors: uniform, range.",
+    )
+
+
+def test_range_assignor_chosen_by_members(h: Harness) -> None:
+    h.join("m1", ("a", "b"), server_assignor="range")
+    h.join("m2", ("a", "b"), server_assignor="range")
+    [described] = h.coord.consumer_group_describe([GROUP])
+    assert described.assignor_name == "range"
+    targets = {m.member.member_id: m.target for m in described.members}
+    assert targets["m1"][h.topic_a] == frozenset({0, 1, 2})
+    assert targets["m2"][h.topic_a] == frozenset({3, 4, 5})
+
+
+def test_group_max_size(open_store: Callable[..., Store], clock: ManualClock) -> None:
+    h = Harness(open_store, clock, **{"group.consumer.max.size": 1})
+    assert h.join("m1").error_code == NONE
+    assert h.join("m2").error_code == GROUP_MAX_SIZE_REACHED
+
+
+def test_offset_commit_checks_member_epoch_and_survives_restart(h: Harness) -> None:
+    r1 = h.join("m1")
+    assert h.coord.commit_offsets(GROUP, 1, "m1", -1, [("a", 0, 42)])[0].error_code == NONE
+    assert (
+        h.coord.commit_offsets(GROUP, 0, "m1", -1, [("a", 0, 43)])[0].error_code
+        == STALE_MEMBER_EPOCH
+    )
+    assert (
+        h.coord.commit_offsets(GROUP, 1, "zz", -1, [("a", 0, 43)])[0].error_code
+        == UNKNOWN_MEMBER_ID
+    )
+    assert (
+        h.coord.commit_offsets(GROUP, -1, "", -1, [("a", 0, 43)])[0].error_code == UNKNOWN_MEMBER_ID
+    )
+    assert h.coord.fetch_offsets(GROUP, [("a", 0)]).partitions[0].offset == 42
+    assert h.coord.groups == {}  # no classic group was made for the commit
+    listed = h.coord.list_groups()
+    assert [(g.group_id, g.protocol_type, g.state, g.group_type) for g in listed] == [
+        (GROUP, "consumer", "Stable", "consumer")
+    ]
+    h.restart()
+    assert h.coord.fetch_offsets(GROUP, [("a", 0)]).partitions[0].offset == 42
+    # The old member is unknown after the restart (groups are kept in memory) and rejoins.
+    assert h.beat("m1", 1, h.owned(r1)).error_code == UNKNOWN_MEMBER_ID
+    again = h.join("m1")
+    assert again.error_code == NONE and partitions(again, h.topic_a) == set(range(6))
+    assert h.coord.fetch_offsets(GROUP, [("a", 0)]).partitions[0].offset == 42
+    assert [g.group_type for g in h.coord.list_groups()] == ["consumer"]
+
+
+def test_delete_group_and_offsets(h: Harness) -> None:
+    h.join("m1")
+    h.coord.commit_offsets(GROUP, 1, "m1", -1, [("a", 0, 1), ("b", 0, 2)])
+    assert h.coord.delete_groups([GROUP])[0].error_code == NON_EMPTY_GROUP
+    error, results = h.coord.delete_offsets(GROUP, [("a", 0), ("b", 0)])
+    assert error == NONE
+    assert [r.error_code for r in results] == [GROUP_SUBSCRIBED_TO_TOPIC, NONE]
+    assert h.coord.fetch_offsets(GROUP, [("b", 0)]).partitions[0].offset == -1
+    h.beat("m1", -1)
+    assert h.coord.delete_groups([GROUP])[0].error_code == NONE
+    assert h.coord.list_groups() == []
+    h.restart()
+    assert h.coord.fetch_offsets(GROUP, [("a", 0)]).partitions[0].offset == -1
+
+
+def test_classic_and_consumer_groups_of_one_id(h: Harness) -> None:
+    # A classic group with a member refuses consumer-protocol members.
+    h.coord.join_group(
+        "classic", "", None, "c", "/h", "consumer", [("range", b"")], 10_000, 10_000, False
+    )
+    refused = h.coord.consumer_group_heartbeat(
+        "classic", "m1", 0, rebalance_timeout_ms=1, subscribed_topic_names=["a"], owned=[]
+    )
+    assert (refused.error_code, refused.error_message) == (
+        GROUP_ID_NOT_FOUND,
+        "Group classic is not a consumer group",
+    )
+    # A consumer group with a member refuses classic JoinGroups.
+    h.join("m1")
+    pending = h.coord.join_group(
+        GROUP, "", None, "c", "/h", "consumer", [("range", b"")], 10_000, 10_000, True
+    )
+    assert pending.result().error_code == INCONSISTENT_GROUP_PROTOCOL
+    [dead] = h.coord.describe_groups([GROUP])
+    assert dead.state == "Dead"
+    # Once empty, a classic JoinGroup turns it into a classic group, offsets kept.
+    h.coord.commit_offsets(GROUP, 1, "m1", -1, [("a", 0, 7)])
+    h.beat("m1", -1)
+    joined = h.coord.join_group(
+        GROUP, "", None, "c", "/h", "consumer", [("range", b"")], 10_000, 10_000, True
+    )
+    assert joined.result().error_code != INCONSISTENT_GROUP_PROTOCOL
+    assert h.coord.fetch_offsets(GROUP, [("a", 0)]).partitions[0].offset == 7
+    assert [g.group_type for g in h.coord.list_groups() if g.group_id == GROUP] == ["classic"]

@@ -208,7 +208,8 @@ class ConsumerGroupManager:
                 "InstanceId (static membership) is not supported by compactlog's consumer "
                 "groups yet; leave group.instance.id unset."
             )
-        if subscribed_topic_regex is not None:
+        # An empty regex clears it (librdkafka sends one with every subscription by name).
+        if subscribed_topic_regex:
             raise invalid(
                 "SubscribedTopicRegex is not supported by compactlog's consumer groups yet; "
                 "subscribe to topic names."

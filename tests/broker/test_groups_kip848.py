@@ -195,28 +195,28 @@ def partitions(result: HeartbeatResult, topic: uuid.UUID) -> set[int]:
 def test_two_members_rebalance_with_revocation_first(h: Harness) -> None:
     a = h.topic_a
     r1 = h.join("m1")
-    assert (r1.error_code, r1.member_epoch, r1.heartbeat_interval_ms) == (NONE, 1, 5000)
+    assert (r1.error_code, r1.member_epoch, r1.heartbeat_interval_ms) == (NONE, 2, 5000)
     assert partitions(r1, a) == set(range(6))
     r2 = h.join("m2")
-    assert r2.error_code == NONE and r2.member_epoch == 2
+    assert r2.error_code == NONE and r2.member_epoch == 3
     # m1 still owns everything: m2 gets nothing yet.
     assert partitions(r2, a) == set()
-    # m1's next heartbeat: keep three, revoke three, stay at epoch 1.
-    r1 = h.beat("m1", 1, h.owned(r1))
-    assert r1.member_epoch == 1
+    # m1's next heartbeat: keep three, revoke three, stay at epoch 2.
+    r1 = h.beat("m1", 2, h.owned(r1))
+    assert r1.member_epoch == 2
     kept = partitions(r1, a)
     assert len(kept) == 3
     # Before m1 confirms the revocation, m2 still gets nothing.
-    r2b = h.beat("m2", 2, [])
+    r2b = h.beat("m2", 3, [])
     assert r2b.error_code == NONE and r2b.assignment is None
-    # m1 confirms: epoch 2; then m2 gets the three released partitions.
-    r1 = h.beat("m1", 1, h.owned(r1))
-    assert (r1.error_code, r1.member_epoch) == (NONE, 2)
-    r2c = h.beat("m2", 2, [])
+    # m1 confirms: epoch 3; then m2 gets the three released partitions.
+    r1 = h.beat("m1", 2, h.owned(r1))
+    assert (r1.error_code, r1.member_epoch) == (NONE, 3)
+    r2c = h.beat("m2", 3, [])
     assert partitions(r2c, a) == set(range(6)) - kept
     [described] = h.coord.consumer_group_describe([GROUP])
     assert described.state == "Stable"
-    assert (described.group_epoch, described.assignment_epoch) == (2, 2)
+    assert (described.group_epoch, described.assignment_epoch) == (3, 3)
     assert described.assignor_name == "uniform"
 
 
@@ -224,43 +224,43 @@ def test_leave_and_session_timeout_free_partitions(h: Harness, clock: ManualCloc
     a = h.topic_a
     h.join("m1")
     h.join("m2")
-    r1 = h.beat("m1", 1, [(a, list(range(6)))])
+    r1 = h.beat("m1", 2, [(a, list(range(6)))])
     kept = h.owned(r1)
-    r1 = h.beat("m1", 1, kept)
-    assert r1.member_epoch == 2
-    h.beat("m2", 2, [])
+    r1 = h.beat("m1", 2, kept)
+    assert r1.member_epoch == 3
+    h.beat("m2", 3, [])
     # m2 leaves: m1 gets everything at the next epoch.
     left = h.beat("m2", -1)
     assert (left.error_code, left.member_epoch) == (NONE, -1)
-    r1 = h.beat("m1", 2, kept)
-    assert (r1.member_epoch, partitions(r1, a)) == (3, set(range(6)))
+    r1 = h.beat("m1", 3, kept)
+    assert (r1.member_epoch, partitions(r1, a)) == (4, set(range(6)))
     # m3 joins and goes silent: fenced after the session timeout.
     h.join("m3")
     clock.advance(44_000)
-    r1 = h.beat("m1", 3, h.owned(r1))
+    r1 = h.beat("m1", 4, h.owned(r1))
     clock.advance(2_000)
     h.coord.tick()
     [described] = h.coord.consumer_group_describe([GROUP])
     assert [m.member.member_id for m in described.members] == ["m1"]
-    assert h.beat("m3", 4).error_code == UNKNOWN_MEMBER_ID
+    assert h.beat("m3", 5).error_code == UNKNOWN_MEMBER_ID
 
 
 def test_revocation_timeout_fences_the_member(h: Harness, clock: ManualClock) -> None:
     h.join("m1", rebalance_timeout_ms=10_000)
     h.join("m2")
-    r1 = h.beat("m1", 1, None)
-    assert r1.member_epoch == 1 and len(partitions(r1, h.topic_a)) == 3
+    r1 = h.beat("m1", 2, None)
+    assert r1.member_epoch == 2 and len(partitions(r1, h.topic_a)) == 3
     clock.advance(10_001)
     h.coord.tick()
-    assert h.beat("m1", 1).error_code == UNKNOWN_MEMBER_ID
-    r2 = h.beat("m2", 2, [])
+    assert h.beat("m1", 2).error_code == UNKNOWN_MEMBER_ID
+    r2 = h.beat("m2", 3, [])
     assert partitions(r2, h.topic_a) == set(range(6))
 
 
 def test_fencing_and_request_errors(h: Harness) -> None:
     h.join("m1")
     assert h.beat("m1", 5).error_code == FENCED_MEMBER_EPOCH
-    assert h.beat("nobody", 1).error_code == UNKNOWN_MEMBER_ID
+    assert h.beat("nobody", 2).error_code == UNKNOWN_MEMBER_ID
     bad = h.coord.consumer_group_heartbeat(GROUP, "m9", 0, subscribed_topic_names=["a"], owned=[])
     assert (bad.error_code, bad.error_message) == (
         INVALID_REQUEST,
@@ -299,13 +299,13 @@ def test_group_max_size(open_store: Callable[..., Store], clock: ManualClock) ->
 
 def test_offset_commit_checks_member_epoch_and_survives_restart(h: Harness) -> None:
     r1 = h.join("m1")
-    assert h.coord.commit_offsets(GROUP, 1, "m1", -1, [("a", 0, 42)])[0].error_code == NONE
+    assert h.coord.commit_offsets(GROUP, 2, "m1", -1, [("a", 0, 42)])[0].error_code == NONE
     assert (
-        h.coord.commit_offsets(GROUP, 0, "m1", -1, [("a", 0, 43)])[0].error_code
+        h.coord.commit_offsets(GROUP, 1, "m1", -1, [("a", 0, 43)])[0].error_code
         == STALE_MEMBER_EPOCH
     )
     assert (
-        h.coord.commit_offsets(GROUP, 1, "zz", -1, [("a", 0, 43)])[0].error_code
+        h.coord.commit_offsets(GROUP, 2, "zz", -1, [("a", 0, 43)])[0].error_code
         == UNKNOWN_MEMBER_ID
     )
     assert (
@@ -320,7 +320,7 @@ def test_offset_commit_checks_member_epoch_and_survives_restart(h: Harness) -> N
     h.restart()
     assert h.coord.fetch_offsets(GROUP, [("a", 0)]).partitions[0].offset == 42
     # The old member is unknown after the restart (groups are kept in memory) and rejoins.
-    assert h.beat("m1", 1, h.owned(r1)).error_code == UNKNOWN_MEMBER_ID
+    assert h.beat("m1", 2, h.owned(r1)).error_code == UNKNOWN_MEMBER_ID
     again = h.join("m1")
     assert again.error_code == NONE and partitions(again, h.topic_a) == set(range(6))
     assert h.coord.fetch_offsets(GROUP, [("a", 0)]).partitions[0].offset == 42
@@ -329,7 +329,7 @@ def test_offset_commit_checks_member_epoch_and_survives_restart(h: Harness) -> N
 
 def test_delete_group_and_offsets(h: Harness) -> None:
     h.join("m1")
-    h.coord.commit_offsets(GROUP, 1, "m1", -1, [("a", 0, 1), ("b", 0, 2)])
+    h.coord.commit_offsets(GROUP, 2, "m1", -1, [("a", 0, 1), ("b", 0, 2)])
     assert h.coord.delete_groups([GROUP])[0].error_code == NON_EMPTY_GROUP
     error, results = h.coord.delete_offsets(GROUP, [("a", 0), ("b", 0)])
     assert error == NONE
@@ -363,7 +363,7 @@ def test_classic_and_consumer_groups_of_one_id(h: Harness) -> None:
     [dead] = h.coord.describe_groups([GROUP])
     assert dead.state == "Dead"
     # Once empty, a classic JoinGroup turns it into a classic group, offsets kept.
-    h.coord.commit_offsets(GROUP, 1, "m1", -1, [("a", 0, 7)])
+    h.coord.commit_offsets(GROUP, 2, "m1", -1, [("a", 0, 7)])
     h.beat("m1", -1)
     joined = h.coord.join_group(
         GROUP, "", None, "c", "/h", "consumer", [("range", b"")], 10_000, 10_000, True

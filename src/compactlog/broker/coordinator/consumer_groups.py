@@ -69,6 +69,9 @@ logger = logging.getLogger("compactlog.broker.groups")
 
 OwnedPartitions = Sequence[tuple[uuid.UUID, Sequence[int]]]
 
+#: The group epoch of a consumer group before its first member joins (observed on Kafka 4.4).
+NEW_GROUP_EPOCH = 1
+
 
 class ConsumerRuntime(Protocol):
     config: GroupCoordinatorConfig
@@ -270,7 +273,9 @@ class ConsumerGroupManager:
                 raise ConsumerGroupError(
                     UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
                 )
-            group = ConsumerGroup(group_id)
+            # Kafka 4.4 answers the first member of a new group with epoch 2 (its log shows
+            # one bump, "to 2"), and kafka-consumer-groups shows that epoch: start where it does.
+            group = ConsumerGroup(group_id, group_epoch=NEW_GROUP_EPOCH, assignment_epoch=1)
         member = group.members.get(member_id)
         if member is None:
             if not joining:

@@ -1,0 +1,62 @@
+"""KIP-848 consumer groups with Kafka 4.4's Java consumer and tools, against ``compactlog serve``
+and against Kafka 4.4 itself (tests/kafka/tools.py compares what both print).
+
+A console consumer with ``group.protocol=consumer`` joins through ConsumerGroupHeartbeat and
+commits; ``kafka-consumer-groups --describe`` then describes the group through
+ConsumerGroupDescribe, while it runs and once it left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.kafka.tools import Background, BrokerPair, eventually, start_pair
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(600)]
+
+RECORDS = "".join(f"k{i}:v{i}\n" for i in range(10))
+PRODUCER = ("--reader-property", "parse.key=true", "--reader-property", "key.separator=:")
+CONSUMER = ("--command-property", "group.protocol=consumer")
+
+
+@pytest.fixture
+def pair(kafka: Callable[..., Any], compactlog_serve: Callable[..., Any]) -> BrokerPair:
+    return start_pair(kafka, compactlog_serve)
+
+
+def _stable(pair: BrokerPair, group: str) -> bool:
+    kafka, compactlog = pair.run("kafka-consumer-groups", "--describe", "--group", group, "--state")
+    return all(" Stable " in outcome.stdout for outcome in (kafka, compactlog))
+
+
+def test_java_consumer_protocol_group(pair: BrokerPair) -> None:
+    same = pair.same
+    same("kafka-topics", "--create", "--topic", "t", "--partitions", "2")
+    same("kafka-console-producer", "--topic", "t", *PRODUCER, input=RECORDS)
+    running = Background(
+        pair, "kafka-console-consumer", "--topic", "t", "--group", "g848", "--from-beginning",
+        *CONSUMER,
+    )  # fmt: skip
+    try:
+        eventually(lambda: _stable(pair, "g848"), "stable group g848 on both brokers")
+        state = same("kafka-consumer-groups", "--describe", "--group", "g848", "--state")
+        assert state.lines()[2].split()[3:] == ["uniform", "Stable", "1"], state.stdout
+        same("kafka-consumer-groups", "--describe", "--group", "g848", "--members")
+        same("kafka-consumer-groups", "--describe", "--group", "g848", "--members", "--verbose")
+        same("kafka-consumer-groups", "--list", "--type")
+        busy = same("kafka-consumer-groups", "--delete", "--group", "g848")
+        assert "GroupNotEmptyException" in busy.stdout
+    finally:
+        stopped = running.stop()
+    assert [sorted(out.splitlines()) for _, out, _ in stopped] == [
+        sorted(f"v{i}" for i in range(10))
+    ] * 2
+    left = same("kafka-consumer-groups", "--describe", "--group", "g848", "--state")
+    assert left.lines()[2].split()[3:] == ["uniform", "Empty", "0"], left.stdout
+    offsets = same("kafka-consumer-groups", "--describe", "--group", "g848", "--offsets")
+    assert sum(int(line.split()[3]) for line in offsets.lines()[2:]) == 10
+    same("kafka-consumer-groups", "--delete", "--group", "g848")
+    same("kafka-consumer-groups", "--list")

@@ -90,10 +90,12 @@ group's type, as Kafka does:
 * Conversions (``group.consumer.migration.policy``): a ConsumerGroupHeartbeat with epoch 0 into
   an *empty* classic group (one that only holds offsets) replaces it with a consumer group, and a
   classic JoinGroup into an *empty* consumer group replaces it with a classic group; offsets stay.
-  Non-empty groups are never converted and never mixed, whatever the policy: a heartbeat into a
-  classic group with members gets GROUP_ID_NOT_FOUND ("Group <id> is not a consumer group"), as
-  Kafka answers with the policy ``disabled``; a classic JoinGroup into a consumer group with
-  members gets INCONSISTENT_GROUP_PROTOCOL (Kafka 4.4 would admit it as a classic member).
+  Non-empty groups are never converted and never mixed, whatever the policy, and are refused as
+  Kafka 4.4 refuses them with the policy ``disabled`` (checked against it): a heartbeat into a
+  classic group with members gets GROUP_ID_NOT_FOUND ("Cannot upgrade classic group <id> ...",
+  with Kafka's reason, or ours where Kafka would convert the group), a classic JoinGroup into a
+  consumer group with members INCONSISTENT_GROUP_PROTOCOL (with ``bidirectional`` or
+  ``downgrade`` Kafka would admit the classic member into the consumer group).
 
 Not here: transactional offset commits (TxnOffsetCommit), and topic existence checks for commits
 and offset deletions (Kafka's request handler does those, not the coordinator).
@@ -121,6 +123,9 @@ from compactlog.broker.coordinator.api import (
     SyncGroupResult,
 )
 from compactlog.broker.coordinator.assignors import TopicMetadata
+from compactlog.broker.coordinator.classic_group import (
+    CONSUMER_PROTOCOL_TYPE as CLASSIC_CONSUMER_PROTOCOL_TYPE,
+)
 from compactlog.broker.coordinator.classic_group import ClassicGroup, ClassicGroupMember, GroupState
 from compactlog.broker.coordinator.config import GroupCoordinatorConfig
 from compactlog.broker.coordinator.consumer_group import CONSUMER_GROUP_PROTOCOL_TYPE
@@ -520,7 +525,12 @@ class GroupCoordinator:
         out = []
         for group_id in group_ids:
             group = self.groups.get(group_id)
-            if group is None or group_id in self.consumer.groups:
+            if group_id in self.consumer.groups:
+                message = f"Group {group_id} is not a classic group."
+                dead = GroupState.DEAD.value
+                out.append(DescribedGroup(NONE, group_id, dead, not_found_message=message))
+                continue
+            if group is None:
                 out.append(DescribedGroup(NONE, group_id, GroupState.DEAD.value))
                 continue
             stable = group.is_in(GroupState.STABLE)
@@ -615,9 +625,7 @@ class GroupCoordinator:
                     member_epoch=member_epoch,
                 )
             return HeartbeatResult(
-                GROUP_ID_NOT_FOUND,
-                f"Group {group_id} is not a consumer group",
-                member_epoch=member_epoch,
+                GROUP_ID_NOT_FOUND, self._no_upgrade(classic), member_epoch=member_epoch
             )
         result = self.consumer.heartbeat(
             group_id,
@@ -638,6 +646,25 @@ class GroupCoordinator:
             self.append(group_id, [group_tombstone(group_id)])
             self.remove_group(group_id)
         return result
+
+    def _no_upgrade(self, classic: ClassicGroup) -> str:
+        """Why a classic group with members does not become a consumer group: Kafka's reason
+        where Kafka would refuse too, else that compactlog does not convert live groups."""
+        group_id = classic.group_id
+        if self.config.group_consumer_migration_policy not in ("bidirectional", "upgrade"):
+            return (
+                f"Cannot upgrade classic group {group_id} to consumer group because online "
+                "upgrade is disabled."
+            )
+        if classic.protocol_type != CLASSIC_CONSUMER_PROTOCOL_TYPE:
+            return (
+                f"Cannot upgrade classic group {group_id} to consumer group because the group "
+                "does not use the consumer embedded protocol."
+            )
+        return (
+            f"Cannot upgrade classic group {group_id} to consumer group: compactlog does not "
+            "convert a group that has members (online upgrade); stop its classic members first."
+        )
 
     def consumer_group_describe(self, group_ids: Sequence[str]) -> list[DescribedConsumerGroup]:
         """ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for an unknown group and for a classic one."""

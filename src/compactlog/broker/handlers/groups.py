@@ -294,7 +294,7 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request, peer: Pee
                 "error_code": codes.GROUP_ID_NOT_FOUND
                 if not_found and g.state == GroupState.DEAD.value
                 else g.error_code,
-                "error_message": f"Group {g.group_id} not found."
+                "error_message": (g.not_found_message or f"Group {g.group_id} not found.")
                 if not_found and g.state == GroupState.DEAD.value
                 else None,
                 "group_id": g.group_id,

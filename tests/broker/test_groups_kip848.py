@@ -4,6 +4,7 @@ for classic and consumer groups of the same id, driven with the manual clock."""
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -37,6 +38,7 @@ from compactlog.errors import (
     STALE_MEMBER_EPOCH,
     UNKNOWN_MEMBER_ID,
     UNSUPPORTED_ASSIGNOR,
+    CorruptRecordError,
 )
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
@@ -319,12 +321,37 @@ def test_offset_commit_checks_member_epoch_and_survives_restart(h: Harness) -> N
     ]
     h.restart()
     assert h.coord.fetch_offsets(GROUP, [("a", 0)]).partitions[0].offset == 42
-    # The old member is unknown after the restart (groups are kept in memory) and rejoins.
-    assert h.beat("m1", 2, h.owned(r1)).error_code == UNKNOWN_MEMBER_ID
-    again = h.join("m1")
-    assert again.error_code == NONE and partitions(again, h.topic_a) == set(range(6))
-    assert h.coord.fetch_offsets(GROUP, [("a", 0)]).partitions[0].offset == 42
+    # The group and its member were loaded from __consumer_offsets: the member carries on.
+    beat = h.beat("m1", 2, h.owned(r1))
+    assert (beat.error_code, beat.member_epoch, beat.assignment) == (NONE, 2, None)
+    assert h.coord.commit_offsets(GROUP, 2, "m1", -1, [("a", 0, 44)])[0].error_code == NONE
     assert [g.group_type for g in h.coord.list_groups()] == ["consumer"]
+    assert h.coord.groups == {}
+
+
+def test_group_survives_restart_mid_rebalance(h: Harness, clock: ManualClock) -> None:
+    a = h.topic_a
+    h.join("m1", server_assignor="range")
+    h.join("m2", server_assignor="range")
+    r1 = h.beat("m1", 2, [(a, list(range(6)))])
+    assert (r1.member_epoch, partitions(r1, a)) == (2, {0, 1, 2})  # revoking 3, 4, 5
+    [before] = h.coord.consumer_group_describe([GROUP])
+    h.restart()
+    [after] = h.coord.consumer_group_describe([GROUP])
+    assert after == before
+    # m2 still waits for m1's revocation; m1 finishes it; m2 gets its partitions.
+    assert h.beat("m2", 3, []).assignment is None
+    assert h.beat("m1", 2, [(a, [0, 1, 2])]).member_epoch == 3
+    assert partitions(h.beat("m2", 3, []), a) == {3, 4, 5}
+    # Members that do not come back within the session timeout are fenced.
+    clock.advance(46_000)
+    h.coord.tick()
+    assert h.coord.consumer_group_describe([GROUP])[0].state == "Empty"
+    h.restart()
+    assert h.coord.consumer_group_describe([GROUP])[0].state == "Empty"
+    assert h.coord.delete_groups([GROUP])[0].error_code == NONE
+    h.restart()
+    assert h.coord.consumer_group_describe([GROUP])[0].error_code == GROUP_ID_NOT_FOUND
 
 
 def test_delete_group_and_offsets(h: Harness) -> None:
@@ -371,3 +398,17 @@ def test_classic_and_consumer_groups_of_one_id(h: Harness) -> None:
     assert joined.result().error_code != INCONSISTENT_GROUP_PROTOCOL
     assert h.coord.fetch_offsets(GROUP, [("a", 0)]).partitions[0].offset == 7
     assert [g.group_type for g in h.coord.list_groups() if g.group_id == GROUP] == ["classic"]
+
+
+def test_a_corrupt_consumer_group_record_is_named(
+    open_store: Callable[..., Store], clock: ManualClock
+) -> None:
+    h = Harness(open_store, clock)
+    h.join("m1")
+    h.store.append(
+        "__consumer_offsets",
+        h.coord.partition_for(GROUP),
+        [(struct.pack(">hh", 3, len(GROUP)) + GROUP.encode(), b"\x00\x00\x00")],
+    )
+    with pytest.raises(CorruptRecordError, match=r"__consumer_offsets-\d+ offset \d+: .*epoch"):
+        h.restart()

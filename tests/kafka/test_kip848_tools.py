@@ -60,3 +60,46 @@ def test_java_consumer_protocol_group(pair: BrokerPair) -> None:
     assert sum(int(line.split()[3]) for line in offsets.lines()[2:]) == 10
     same("kafka-consumer-groups", "--delete", "--group", "g848")
     same("kafka-consumer-groups", "--list")
+
+
+def test_kafka_decodes_the_consumer_group_records(tmp_path: Any) -> None:
+    """Kafka's own ``kafka-dump-log --offsets-decoder`` reads the ConsumerGroup* records the
+    coordinator writes: every record type, its fields, and the tombstones of a member."""
+    import json
+    import re
+
+    from compactlog.broker.coordinator.service import GroupCoordinator
+    from tests.conftest import ManualClock
+    from tests.kafka.harness import run_tool
+    from tests.managed import open_managed
+
+    store = open_managed(tmp_path / "data", clock=ManualClock())
+    try:
+        store.create_topic("a", 6)
+        coordinator = GroupCoordinator.load(store, {"offsets.topic.num.partitions": 1})
+        for member, assignor in (("m1", None), ("m2", "range")):
+            coordinator.consumer_group_heartbeat(
+                "g", member, 0, rebalance_timeout_ms=1000, subscribed_topic_names=["a"],
+                owned=[], server_assignor=assignor, client_id="cid", client_host="/h",
+            )  # fmt: skip
+        coordinator.consumer_group_heartbeat("g", "m1", 2, client_id="cid", client_host="/h")
+        coordinator.consumer_group_heartbeat("g", "m2", -1)
+    finally:
+        store.close()
+    (segment,) = sorted((tmp_path / "data" / "__consumer_offsets-0").glob("*.log"))
+    done = run_tool("kafka-dump-log", "--files", str(segment), "--offsets-decoder")
+    assert done.returncode == 0, done.stderr
+    decoded = [
+        (json.loads(key), payload)
+        for key, payload in re.findall(r"key: (\{.*?\}\}) payload: (.*)", done.stdout)
+    ]
+    types = [int(key["type"]) for key, _ in decoded]
+    assert types == [5, 3, 7, 6, 8, 5, 3, 7, 7, 6, 8, 8, 8, 7, 5, 3], done.stdout
+    assert [json.loads(p)["data"] for k, p in decoded if k["type"] == "3"] == [
+        {"epoch": 2}, {"epoch": 3}, {"epoch": 4}
+    ]  # fmt: skip
+    revoking = json.loads(decoded[11][1])["data"]
+    assert (revoking["memberEpoch"], revoking["state"]) == (2, 1)
+    assert revoking["assignedPartitions"][0]["partitions"] == [0, 1, 2]
+    assert revoking["partitionsPendingRevocation"][0]["partitions"] == [3, 4, 5]
+    assert [p for k, p in decoded if k["data"].get("memberId") == "m2"][-3:] == ["<DELETE>"] * 3

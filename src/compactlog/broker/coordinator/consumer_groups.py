@@ -21,10 +21,14 @@ Every heartbeat re-arms the member's session (``group.consumer.session.timeout.m
 that must revoke partitions has its rebalance timeout to do so. Either deadline passing fences
 the member: it is removed and the group epoch goes up, so the others get its partitions.
 
+Every change is written to ``__consumer_offsets`` as Kafka's ConsumerGroup* records
+(:mod:`.consumer_records`) before it takes effect or is answered (a failed write changes nothing
+and is answered with Kafka's error for it); :meth:`ConsumerGroupManager.load` takes the groups
+replayed from them at start-up, so a group, its epochs, assignments and members survive a
+restart, and the members carry on if they heartbeat within their session timeout.
+
 Not here (refused with a clear INVALID_REQUEST): static membership (``InstanceId``) and regex
-subscriptions (``SubscribedTopicRegex``). Consumer groups live in memory: their committed
-offsets are in ``__consumer_offsets`` and survive a restart, but after a restart the members
-get UNKNOWN_MEMBER_ID and rejoin (with epoch 0), which the clients do on their own.
+subscriptions (``SubscribedTopicRegex``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from compactlog.broker.coordinator.api import append_error_to_response_error
 from compactlog.broker.coordinator.assignors import (
     ASSIGNORS,
     MemberSpec,
@@ -53,7 +58,9 @@ from compactlog.broker.coordinator.consumer_group import (
     is_subset,
     reconcile,
 )
+from compactlog.broker.coordinator.consumer_records import group_records
 from compactlog.broker.coordinator.delayed import Timer
+from compactlog.broker.coordinator.runtime import Record
 from compactlog.errors import (
     FENCED_MEMBER_EPOCH,
     GROUP_ID_NOT_FOUND,
@@ -81,6 +88,20 @@ class ConsumerRuntime(Protocol):
 
     @property
     def timer(self) -> Timer: ...
+
+    def append(self, group_id: str, records: Sequence[Record]) -> int: ...
+
+
+def clone(group: ConsumerGroup) -> ConsumerGroup:
+    """A copy to change; members are immutable, so copying the dicts suffices."""
+    return ConsumerGroup(
+        group.group_id,
+        group.group_epoch,
+        group.assignment_epoch,
+        dict(group.members),
+        dict(group.target),
+        dict(group.subscription_metadata),
+    )
 
 
 @dataclass(frozen=True)
@@ -267,7 +288,8 @@ class ConsumerGroupManager:
         client_host: str,
     ) -> HeartbeatResult:
         joining = member_epoch == JOIN_GROUP_MEMBER_EPOCH
-        group = self.groups.get(group_id)
+        before = self.groups.get(group_id)
+        group = None if before is None else clone(before)
         if group is None:
             if not joining:
                 raise ConsumerGroupError(
@@ -291,7 +313,6 @@ class ConsumerGroupManager:
             member = ConsumerGroupMember(member_id)
         elif not joining:
             self._check_epoch(member, member_epoch, owned)
-        self.groups[group_id] = group
 
         updated = replace(
             member,
@@ -334,6 +355,9 @@ class ConsumerGroupManager:
             None if owned is None else [(t, list(ps)) for t, ps in owned],
         )
         group.members[member_id] = reconciled
+        error = self._write(group_id, before, group)
+        if error != NONE:
+            return HeartbeatResult(error, None, member_id, member_epoch)
         self._schedule_session(group_id, member_id)
         self._schedule_revocation(group_id, member, reconciled)
 
@@ -385,29 +409,70 @@ class ConsumerGroupManager:
         group.assignment_epoch = group.group_epoch
 
     # --- leaving and fencing --------------------------------------------------------------------
+    def _write(
+        self, group_id: str, before: ConsumerGroup | None, after: ConsumerGroup | None
+    ) -> int:
+        """Write the records from ``before`` to ``after`` to ``__consumer_offsets`` and, once
+        written, make ``after`` the group; NONE or the error the client gets."""
+        records = group_records(before, after)
+        if records:
+            error = self.rt.append(group_id, records)
+            if error != NONE:
+                return append_error_to_response_error(error)
+        if after is None:
+            self.groups.pop(group_id, None)
+        else:
+            self.groups[group_id] = after
+        return NONE
+
     def _leave(self, group_id: str, member_id: str, member_epoch: int) -> HeartbeatResult:
         group = self._group(group_id)
         self._member(group, member_id)
+        error = self.remove_member(group_id, member_id)
+        if error != NONE:
+            return HeartbeatResult(error, None, member_id, member_epoch)
         logger.info("consumer group %s: member %s left", group_id, member_id)
-        self.remove_member(group, member_id)
         return HeartbeatResult(NONE, None, member_id, member_epoch, 0, None)
 
-    def remove_member(self, group: ConsumerGroup, member_id: str) -> None:
+    def remove_member(self, group_id: str, member_id: str) -> int:
         """Fence a member: its partitions become free and the group epoch goes up."""
+        before = self.groups[group_id]
+        group = clone(before)
         group.members.pop(member_id, None)
         group.target.pop(member_id, None)
-        timer = self.rt.timer
-        timer.cancel(("consumer-session", group.group_id, member_id))
-        timer.cancel(("consumer-revocation", group.group_id, member_id))
         group.subscription_metadata = self.topics(group.subscribed_topics())
         group.group_epoch += 1
+        error = self._write(group_id, before, group)
+        if error == NONE:
+            timer = self.rt.timer
+            timer.cancel(("consumer-session", group_id, member_id))
+            timer.cancel(("consumer-revocation", group_id, member_id))
+        return error
 
     def _fence(self, group_id: str, member_id: str, why: str) -> None:
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
             return
+        if self.remove_member(group_id, member_id) != NONE:
+            # Not written: try again a second later (the member stays fenced meanwhile in spirit
+            # only; a write error is an operator's problem that the log already shows).
+            self.rt.timer.schedule(
+                ("consumer-session", group_id, member_id),
+                self.rt.now + 1000,
+                lambda: self._fence(group_id, member_id, why),
+            )
+            return
         logger.info("consumer group %s: member %s fenced (%s)", group_id, member_id, why)
-        self.remove_member(group, member_id)
+
+    # --- loading --------------------------------------------------------------------------------
+    def load(self, groups: Iterable[ConsumerGroup]) -> None:
+        """Take the groups replayed from ``__consumer_offsets``; their members must heartbeat
+        within a session timeout, as after any coordinator failover."""
+        for group in groups:
+            group.subscription_metadata = self.topics(group.subscribed_topics())
+            self.groups[group.group_id] = group
+            for member_id in group.members:
+                self._schedule_session(group.group_id, member_id)
 
     def _schedule_session(self, group_id: str, member_id: str) -> None:
         self.rt.timer.schedule(
@@ -468,9 +533,13 @@ class ConsumerGroupManager:
             return STALE_MEMBER_EPOCH
         return NONE
 
-    def delete(self, group_id: str) -> None:
-        group = self.groups.pop(group_id, None)
-        if group is not None:
+    def delete(self, group_id: str) -> int:
+        """Forget a group, writing its tombstones; NONE or the error."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return NONE
+        error = self._write(group_id, group, None)
+        if error == NONE:
             group.dead = True
             self.rt.timer.cancel_if(
                 lambda key: (
@@ -480,6 +549,7 @@ class ConsumerGroupManager:
                     and str(key[0]).startswith("consumer-")
                 )
             )
+        return error
 
     def is_empty(self, group_id: str) -> bool:
         group = self.groups.get(group_id)

@@ -135,6 +135,7 @@ from compactlog.broker.coordinator.consumer_groups import (
     HeartbeatResult,
     OwnedPartitions,
 )
+from compactlog.broker.coordinator.consumer_records import CONSUMER_RECORD_TYPES, Replayer
 from compactlog.broker.coordinator.delayed import Pending, Timer
 from compactlog.broker.coordinator.membership import GroupMembership
 from compactlog.broker.coordinator.offsets import OffsetManager, group_tombstone
@@ -216,13 +217,24 @@ class GroupCoordinator:
                 offsets_topic_configs(config.offsets_topic_segment_bytes),
             )
         coordinator = cls(store, config, clock or store.clock, store.partitions(OFFSETS_TOPIC))
+        replayer = Replayer()
         for partition in range(coordinator.partitions):
-            coordinator._replay_partition(partition)
+            coordinator._replay_partition(partition, replayer)
+        coordinator._load_consumer_groups(replayer)
         coordinator.rebalancer.on_loaded()
         coordinator._schedule_expiry()
         return coordinator
 
-    def _replay_partition(self, partition: int) -> None:
+    def _load_consumer_groups(self, replayer: Replayer) -> None:
+        groups = list(replayer.groups())
+        for group in groups:
+            # Its offsets made a placeholder classic group while they were replayed.
+            classic = self.groups.get(group.group_id)
+            if classic is not None and classic.is_in(GroupState.EMPTY):
+                self.remove_group(group.group_id)
+        self.consumer.load(groups)
+
+    def _replay_partition(self, partition: int, replayer: Replayer) -> None:
         start = self.store.log_start_offset(OFFSETS_TOPIC, partition)
         for record in self.store.read(OFFSETS_TOPIC, partition, start):
             where = f"{OFFSETS_TOPIC}-{partition} offset {record.offset}"
@@ -240,6 +252,8 @@ class GroupCoordinator:
                         key.group,
                         None if record.value is None else decode_group_metadata_value(record.value),
                     )
+                elif key.version in CONSUMER_RECORD_TYPES:
+                    replayer.replay(record.key, record.value)
                 else:
                     logger.debug("%s: skipping a record of type %d", where, key.version)
             except CorruptRecordError as exc:
@@ -396,7 +410,10 @@ class GroupCoordinator:
                 return Pending.completed(
                     JoinGroupResult(INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
                 )
-            self.consumer.delete(group_id)  # an empty consumer group becomes a classic one
+            # An empty consumer group becomes a classic one.
+            error = self.consumer.delete(group_id)
+            if error != NONE:
+                return Pending.completed(JoinGroupResult(error, member_id=member_id))
         return self.membership.join(
             group_id,
             member_id,
@@ -570,7 +587,7 @@ class GroupCoordinator:
             else:
                 error = self.offset_manager.delete_all_offsets(group_id)
                 if error == NONE:
-                    self.consumer.delete(group_id)
+                    error = self.consumer.delete(group_id)
                 out.append(GroupError(group_id, error))
         return out
 

@@ -27,6 +27,7 @@ from compactlog.broker.coordinator.consumer_group import (
 from compactlog.broker.coordinator.consumer_groups import HeartbeatResult
 from compactlog.broker.coordinator.service import GroupCoordinator
 from compactlog.errors import (
+    FENCED_INSTANCE_ID,
     FENCED_MEMBER_EPOCH,
     GROUP_ID_NOT_FOUND,
     GROUP_MAX_SIZE_REACHED,
@@ -37,6 +38,7 @@ from compactlog.errors import (
     NONE,
     STALE_MEMBER_EPOCH,
     UNKNOWN_MEMBER_ID,
+    UNRELEASED_INSTANCE_ID,
     UNSUPPORTED_ASSIGNOR,
     CorruptRecordError,
 )
@@ -274,8 +276,11 @@ def test_fencing_and_request_errors(h: Harness) -> None:
         GROUP, "m9", 0, rebalance_timeout_ms=1, subscribed_topic_regex="a.*", owned=[]
     )
     assert regex.error_code == INVALID_REQUEST and "Regex" in (regex.error_message or "")
-    static = h.join("m9", instance_id="i1")
-    assert static.error_code == INVALID_REQUEST and "InstanceId" in (static.error_message or "")
+    no_instance = h.coord.consumer_group_heartbeat(GROUP, "m1", -2)
+    assert (no_instance.error_code, no_instance.error_message) == (
+        INVALID_REQUEST,
+        "InstanceId can't be null.",
+    )
     wrong = h.join("m9", server_assignor="sticky")
     assert (wrong.error_code, wrong.error_message) == (
         UNSUPPORTED_ASSIGNOR,
@@ -412,3 +417,45 @@ def test_a_corrupt_consumer_group_record_is_named(
     )
     with pytest.raises(CorruptRecordError, match=r"__consumer_offsets-\d+ offset \d+: .*epoch"):
         h.restart()
+
+
+def test_static_member_leaves_for_a_while_and_is_replaced(h: Harness, clock: ManualClock) -> None:
+    a = h.topic_a
+    h.join("s1", instance_id="box-1")
+    h.join("m2")
+    r = h.beat("s1", 2, [(a, list(range(6)))])
+    r = h.beat("s1", 2, h.owned(r))
+    assert r.member_epoch == 3
+    assert len(partitions(h.beat("m2", 3, []), a)) == 3
+    # Another process with the same instance id while box-1 is live: refused.
+    busy = h.join("s9", instance_id="box-1")
+    assert (busy.error_code, busy.error_message) == (
+        UNRELEASED_INSTANCE_ID,
+        "Static member s9 with instance id box-1 cannot join the group because the instance id "
+        "is owned by s1 member.",
+    )
+    [before] = h.coord.consumer_group_describe([GROUP])
+    held = next(m.member.assigned for m in before.members if m.member.member_id == "s1")
+    # box-1 leaves for a while (-2): it keeps its partitions, nobody else gets them.
+    left = h.beat("s1", -2, instance_id="box-1")
+    assert (left.error_code, left.member_epoch) == (NONE, -2)
+    assert h.beat("m2", 3, None).assignment is None
+    # It comes back under a new member id: same partitions, no new group epoch.
+    back = h.join("s2", instance_id="box-1")
+    assert back.error_code == NONE and back.assignment == held
+    [after] = h.coord.consumer_group_describe([GROUP])
+    assert after.group_epoch == before.group_epoch
+    assert sorted(m.member.member_id for m in after.members) == ["m2", "s2"]
+    old = h.beat("s1", 3, instance_id="box-1")
+    assert (old.error_code, old.error_message) == (
+        FENCED_INSTANCE_ID,
+        "Static member s1 with instance id box-1 was fenced by member s2.",
+    )
+    # Gone for longer than the session timeout: fenced, and its partitions move.
+    assert h.beat("s2", -2, instance_id="box-1").error_code == NONE
+    clock.advance(46_000)
+    h.coord.tick()
+    assert h.join("s3", instance_id="box-1").error_code == NONE
+    h.restart()
+    [loaded] = h.coord.consumer_group_describe([GROUP])
+    assert {m.member.member_id: m.member.instance_id for m in loaded.members} == {"s3": "box-1"}

@@ -111,6 +111,12 @@ class ConsumerGroup:
                 return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
 
+    def static_member(self, instance_id: str) -> ConsumerGroupMember | None:
+        for m in self.members.values():
+            if m.instance_id == instance_id:
+                return m
+        return None
+
     def subscribed_topics(self) -> frozenset[str]:
         return frozenset(t for m in self.members.values() for t in m.subscribed_topic_names)
 

@@ -27,8 +27,12 @@ and is answered with Kafka's error for it); :meth:`ConsumerGroupManager.load` ta
 replayed from them at start-up, so a group, its epochs, assignments and members survive a
 restart, and the members carry on if they heartbeat within their session timeout.
 
-Not here (refused with a clear INVALID_REQUEST): static membership (``InstanceId``) and regex
-subscriptions (``SubscribedTopicRegex``).
+Static members (``InstanceId``) follow Kafka: one that leaves with epoch -2 keeps its partitions
+until its session expires, and a member that joins with the same instance id takes its place and
+its partitions without a rebalance (UNRELEASED_INSTANCE_ID while the old one has not left;
+FENCED_INSTANCE_ID for the replaced member id).
+
+Not here (refused with a clear INVALID_REQUEST): regex subscriptions (``SubscribedTopicRegex``).
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from compactlog.broker.coordinator.consumer_records import group_records
 from compactlog.broker.coordinator.delayed import Timer
 from compactlog.broker.coordinator.runtime import Record
 from compactlog.errors import (
+    FENCED_INSTANCE_ID,
     FENCED_MEMBER_EPOCH,
     GROUP_ID_NOT_FOUND,
     GROUP_MAX_SIZE_REACHED,
@@ -69,6 +74,7 @@ from compactlog.errors import (
     NONE,
     STALE_MEMBER_EPOCH,
     UNKNOWN_MEMBER_ID,
+    UNRELEASED_INSTANCE_ID,
     UNSUPPORTED_ASSIGNOR,
 )
 
@@ -189,11 +195,12 @@ class ConsumerGroupManager:
                 owned,
             )
             if member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                return self._leave(group_id, member_id, member_epoch)
+                return self._leave(group_id, member_id, member_epoch, instance_id)
             return self._heartbeat(
                 group_id,
                 member_id or str(uuid.uuid4()),
                 member_epoch,
+                instance_id,
                 rack_id,
                 rebalance_timeout_ms,
                 subscribed_topic_names,
@@ -227,11 +234,6 @@ class ConsumerGroupManager:
             raise invalid("InstanceId can't be empty.")
         if rack_id == "":
             raise invalid("RackId can't be empty.")
-        if instance_id is not None:
-            raise invalid(
-                "InstanceId (static membership) is not supported by compactlog's consumer "
-                "groups yet; leave group.instance.id unset."
-            )
         # An empty regex clears it (librdkafka sends one with every subscription by name).
         if subscribed_topic_regex:
             raise invalid(
@@ -241,6 +243,11 @@ class ConsumerGroupManager:
         if member_epoch > 0 or member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
             if not member_id:
                 raise invalid("MemberId can't be empty.")
+        elif member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if not member_id:
+                raise invalid("MemberId can't be empty.")
+            if instance_id is None:
+                raise invalid("InstanceId can't be null.")
         elif member_epoch == JOIN_GROUP_MEMBER_EPOCH:
             if rebalance_timeout_ms == -1:
                 raise invalid("RebalanceTimeoutMs must be provided in first request.")
@@ -279,6 +286,7 @@ class ConsumerGroupManager:
         group_id: str,
         member_id: str,
         member_epoch: int,
+        instance_id: str | None,
         rack_id: str | None,
         rebalance_timeout_ms: int,
         subscribed_topic_names: Sequence[str] | None,
@@ -298,6 +306,36 @@ class ConsumerGroupManager:
             # Kafka 4.4 answers the first member of a new group with epoch 2 (its log shows
             # one bump, "to 2"), and kafka-consumer-groups shows that epoch: start where it does.
             group = ConsumerGroup(group_id, group_epoch=NEW_GROUP_EPOCH, assignment_epoch=1)
+        replaced: str | None = None
+        static = None if instance_id is None else group.static_member(instance_id)
+        if static is not None and joining:
+            # A static member comes back under a new member id: it takes the place (and the
+            # partitions) of its previous incarnation, which must have left with epoch -2.
+            if static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise ConsumerGroupError(
+                    UNRELEASED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance_id} cannot join the "
+                    f"group because the instance id is owned by {static.member_id} member.",
+                )
+            replaced = static.member_id
+            del group.members[replaced]
+            target = group.target.pop(replaced, None)
+            if target is not None:
+                group.target[member_id] = target
+            group.members[member_id] = replace(
+                static, member_id=member_id, member_epoch=0, previous_member_epoch=0
+            )
+        elif instance_id is not None and not joining:
+            if static is None:
+                raise ConsumerGroupError(
+                    UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown."
+                )
+            if static.member_id != member_id:
+                raise ConsumerGroupError(
+                    FENCED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance_id} was fenced by "
+                    f"member {static.member_id}.",
+                )
         member = group.members.get(member_id)
         if member is None:
             if not joining:
@@ -310,7 +348,7 @@ class ConsumerGroupManager:
                     f"The consumer group has reached its maximum capacity of "
                     f"{self.config.group_consumer_max_size} members.",
                 )
-            member = ConsumerGroupMember(member_id)
+            member = ConsumerGroupMember(member_id, instance_id=instance_id)
         elif not joining:
             self._check_epoch(member, member_epoch, owned)
 
@@ -332,7 +370,7 @@ class ConsumerGroupManager:
             client_host=client_host,
         )
         bump = (
-            member_id not in group.members
+            (member_id not in group.members)
             or updated.subscribed_topic_names != member.subscribed_topic_names
             or updated.server_assignor != member.server_assignor
         )
@@ -358,6 +396,12 @@ class ConsumerGroupManager:
         error = self._write(group_id, before, group)
         if error != NONE:
             return HeartbeatResult(error, None, member_id, member_epoch)
+        if replaced is not None:
+            self.rt.timer.cancel(("consumer-session", group_id, replaced))
+            self.rt.timer.cancel(("consumer-revocation", group_id, replaced))
+            logger.info(
+                "consumer group %s: static member %s replaces %s", group_id, member_id, replaced
+            )
         self._schedule_session(group_id, member_id)
         self._schedule_revocation(group_id, member, reconciled)
 
@@ -425,9 +469,36 @@ class ConsumerGroupManager:
             self.groups[group_id] = after
         return NONE
 
-    def _leave(self, group_id: str, member_id: str, member_epoch: int) -> HeartbeatResult:
+    def _leave(
+        self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None
+    ) -> HeartbeatResult:
         group = self._group(group_id)
-        self._member(group, member_id)
+        if instance_id is None:
+            self._member(group, member_id)
+        else:
+            static = group.static_member(instance_id)
+            if static is None:
+                raise ConsumerGroupError(
+                    UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown."
+                )
+            if static.member_id != member_id:
+                raise ConsumerGroupError(
+                    FENCED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {instance_id} was fenced by "
+                    f"member {static.member_id}.",
+                )
+            if member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # It will be back: it keeps its partitions (until its session expires).
+                after = clone(group)
+                after.members[member_id] = replace(
+                    static, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, pending_revocation={}
+                )
+                error = self._write(group_id, group, after)
+                if error != NONE:
+                    return HeartbeatResult(error, None, member_id, member_epoch)
+                self.rt.timer.cancel(("consumer-revocation", group_id, member_id))
+                logger.info("consumer group %s: static member %s left for now", group_id, member_id)
+                return HeartbeatResult(NONE, None, member_id, member_epoch, 0, None)
         error = self.remove_member(group_id, member_id)
         if error != NONE:
             return HeartbeatResult(error, None, member_id, member_epoch)

@@ -73,10 +73,13 @@ class Member(threading.Thread):
     """A confluent-kafka consumer polling in its own thread; it commits each record it reads
     (synchronously) and records what it read and which partitions it holds."""
 
-    def __init__(self, name: str, bootstrap: str, group: str) -> None:
+    def __init__(
+        self, name: str, bootstrap: str, group: str, instance_id: str | None = None
+    ) -> None:
         super().__init__(name=f"member-{name}", daemon=True)
         self.bootstrap = bootstrap
         self.group = group
+        self.instance_id = instance_id
         self.assignment: frozenset[int] | None = None
         self.consumed: list[tuple[int, int]] = []
         self.error: BaseException | None = None
@@ -86,7 +89,10 @@ class Member(threading.Thread):
         from confluent_kafka import Consumer
 
         try:
-            consumer = Consumer(consumer_config(self.bootstrap, self.group))
+            config = consumer_config(self.bootstrap, self.group)
+            if self.instance_id is not None:
+                config["group.instance.id"] = self.instance_id
+            consumer = Consumer(config)
             try:
                 # Rebalance callbacks make librdkafka revoke inside poll(), never between a
                 # read and its commit.
@@ -291,3 +297,29 @@ def test_commits_survive_a_broker_restart(brokers: Brokers) -> None:
     finally:
         consumer.close()
     assert sorted(seen) == [(p, 5, b"after-%d" % p) for p in range(PARTITIONS)]
+
+
+@needs_confluent
+def test_static_member_restarts_without_a_rebalance(brokers: Brokers) -> None:
+    """A static member (``group.instance.id``) that closes and comes back within the session
+    timeout gets its partitions back, and the other member's stay where they were."""
+    broker = brokers.start(config=CONFIG)
+    create_topic(broker, TOPIC, PARTITIONS)
+    dynamic = Member("dynamic", broker.bootstrap, "static848")
+    static = Member("static", broker.bootstrap, "static848", instance_id="box-1")
+    members = [dynamic, static]
+    try:
+        for m in members:
+            m.start()
+        first = wait_for_exact_cover(members)
+        static.leave()
+        members.remove(static)
+        time.sleep(1.0)  # well within the 6 s session: box-1's partitions wait for it
+        assert dynamic.assignment == first["member-dynamic"]
+        again = Member("static", broker.bootstrap, "static848", instance_id="box-1")
+        again.start()
+        members.append(again)
+        assert wait_for_exact_cover(members) == first
+    finally:
+        for m in members:
+            m.leave()

@@ -94,6 +94,7 @@ FENCED_MEMBER_EPOCH = 110
 UNRELEASED_INSTANCE_ID = 111
 UNSUPPORTED_ASSIGNOR = 112
 STALE_MEMBER_EPOCH = 113
+INVALID_REGULAR_EXPRESSION = 128
 
 ERROR_NAMES: dict[int, str] = {
     value: name for name, value in dict(globals()).items() if name.isupper() and type(value) is int

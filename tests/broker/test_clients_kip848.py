@@ -323,3 +323,31 @@ def test_static_member_restarts_without_a_rebalance(brokers: Brokers) -> None:
     finally:
         for m in members:
             m.leave()
+
+
+@needs_confluent
+def test_regex_subscription(brokers: Brokers) -> None:
+    """``subscribe(["^rx-.*"])``: the broker resolves the pattern, and a topic created later
+    that matches is assigned too."""
+    from confluent_kafka import Consumer
+
+    broker = brokers.start(config=CONFIG)
+    create_topic(broker, "rx-1", 2)
+    create_topic(broker, "other", 2)
+    consumer = Consumer(consumer_config(broker.bootstrap, "regex848"))
+    try:
+        consumer.subscribe(["^rx-.*"])
+
+        def held() -> set[tuple[str, int]]:
+            consumer.poll(0.1)
+            return {(tp.topic, tp.partition) for tp in consumer.assignment()}
+
+        deadline = time.monotonic() + 20
+        while held() != {("rx-1", 0), ("rx-1", 1)}:
+            assert time.monotonic() < deadline, held()
+        create_topic(broker, "rx-2", 1)
+        deadline = time.monotonic() + 30
+        while held() != {("rx-1", 0), ("rx-1", 1), ("rx-2", 0)}:
+            assert time.monotonic() < deadline, held()
+    finally:
+        consumer.close()

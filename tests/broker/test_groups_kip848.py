@@ -33,6 +33,7 @@ from compactlog.errors import (
     GROUP_MAX_SIZE_REACHED,
     GROUP_SUBSCRIBED_TO_TOPIC,
     INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_REGULAR_EXPRESSION,
     INVALID_REQUEST,
     NON_EMPTY_GROUP,
     NONE,
@@ -270,12 +271,17 @@ def test_fencing_and_request_errors(h: Harness) -> None:
         INVALID_REQUEST,
         "RebalanceTimeoutMs must be provided in first request.",
     )
-    assert h.join("m9", ()).error_message == "SubscribedTopicNames must be set in first request."
+    assert h.join("m9", ()).error_message == (
+        "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+    )
     assert h.coord.consumer_group_heartbeat("", "m", 0).error_code == INVALID_REQUEST
     regex = h.coord.consumer_group_heartbeat(
-        GROUP, "m9", 0, rebalance_timeout_ms=1, subscribed_topic_regex="a.*", owned=[]
+        GROUP, "m9", 0, rebalance_timeout_ms=1, subscribed_topic_regex="a(", owned=[]
     )
-    assert regex.error_code == INVALID_REQUEST and "Regex" in (regex.error_message or "")
+    assert regex.error_code == INVALID_REGULAR_EXPRESSION
+    assert (regex.error_message or "").startswith(
+        "SubscribedTopicRegex `a(` is not a valid regular expression: "
+    )
     no_instance = h.coord.consumer_group_heartbeat(GROUP, "m1", -2)
     assert (no_instance.error_code, no_instance.error_message) == (
         INVALID_REQUEST,
@@ -459,3 +465,23 @@ def test_static_member_leaves_for_a_while_and_is_replaced(h: Harness, clock: Man
     h.restart()
     [loaded] = h.coord.consumer_group_describe([GROUP])
     assert {m.member.member_id: m.member.instance_id for m in loaded.members} == {"s3": "box-1"}
+
+
+def test_regex_subscription_follows_the_topics(h: Harness) -> None:
+    r = h.coord.consumer_group_heartbeat(
+        GROUP, "m1", 0, rebalance_timeout_ms=1000, subscribed_topic_names=[],
+        subscribed_topic_regex="a|b.*", owned=[],
+    )  # fmt: skip
+    names = h.coord.topic_names()
+    assert r.assignment is not None
+    assert {names[t]: len(ps) for t, ps in r.assignment.items()} == {"a": 6, "b": 3}
+    # A topic created later that matches joins the subscription at the next heartbeat; one
+    # that the pattern matches only in part ("za") does not: the whole name must match.
+    h.store.create_topic("bz", 2)
+    h.store.create_topic("za", 2)
+    r = h.beat("m1", 2, h.owned(r))
+    assert r.member_epoch == 3 and r.assignment is not None
+    names = h.coord.topic_names()
+    assert {names[t]: len(ps) for t, ps in r.assignment.items()} == {"a": 6, "b": 3, "bz": 2}
+    [described] = h.coord.consumer_group_describe([GROUP])
+    assert described.members[0].member.subscribed_topic_regex == "a|b.*"

@@ -32,12 +32,16 @@ until its session expires, and a member that joins with the same instance id tak
 its partitions without a rebalance (UNRELEASED_INSTANCE_ID while the old one has not left;
 FENCED_INSTANCE_ID for the replaced member id).
 
-Not here (refused with a clear INVALID_REQUEST): regex subscriptions (``SubscribedTopicRegex``).
+A regex subscription (``SubscribedTopicRegex``, Python's ``re`` where Kafka has RE2/J: the same
+for the usual patterns) matches whole topic names, internal topics left out; a topic created or
+deleted later changes the matches, and the group epoch, at the next heartbeat. A pattern that
+does not compile is INVALID_REGULAR_EXPRESSION.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -70,6 +74,7 @@ from compactlog.errors import (
     FENCED_MEMBER_EPOCH,
     GROUP_ID_NOT_FOUND,
     GROUP_MAX_SIZE_REACHED,
+    INVALID_REGULAR_EXPRESSION,
     INVALID_REQUEST,
     NONE,
     STALE_MEMBER_EPOCH,
@@ -155,10 +160,25 @@ class ConsumerGroupManager:
         self,
         rt: ConsumerRuntime,
         topics: Callable[[Iterable[str]], dict[str, TopicMetadata]],
+        topic_names: Callable[[], Iterable[str]] = tuple,
     ) -> None:
+        """``topics``: the metadata of the named topics that exist; ``topic_names``: every topic
+        a regex subscription may match (Kafka leaves out internal topics)."""
         self.rt = rt
         self.topics = topics
+        self.topic_names = topic_names
         self.groups: dict[str, ConsumerGroup] = {}
+
+    def member_topics(self, member: ConsumerGroupMember) -> frozenset[str]:
+        """The topics a member subscribes to: its names and what its regex matches now."""
+        names = frozenset(member.subscribed_topic_names)
+        if not member.subscribed_topic_regex:
+            return names
+        pattern = re.compile(member.subscribed_topic_regex)
+        return names | {t for t in self.topic_names() if pattern.fullmatch(t)}
+
+    def group_topics(self, group: ConsumerGroup) -> frozenset[str]:
+        return frozenset(t for m in group.members.values() for t in self.member_topics(m))
 
     @property
     def config(self) -> GroupCoordinatorConfig:
@@ -204,6 +224,7 @@ class ConsumerGroupManager:
                 rack_id,
                 rebalance_timeout_ms,
                 subscribed_topic_names,
+                subscribed_topic_regex,
                 server_assignor,
                 owned,
                 client_id,
@@ -236,10 +257,14 @@ class ConsumerGroupManager:
             raise invalid("RackId can't be empty.")
         # An empty regex clears it (librdkafka sends one with every subscription by name).
         if subscribed_topic_regex:
-            raise invalid(
-                "SubscribedTopicRegex is not supported by compactlog's consumer groups yet; "
-                "subscribe to topic names."
-            )
+            try:
+                re.compile(subscribed_topic_regex)
+            except re.error as exc:
+                raise ConsumerGroupError(
+                    INVALID_REGULAR_EXPRESSION,
+                    f"SubscribedTopicRegex `{subscribed_topic_regex}` is not a valid regular "
+                    f"expression: {exc}.",
+                ) from exc
         if member_epoch > 0 or member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
             if not member_id:
                 raise invalid("MemberId can't be empty.")
@@ -253,8 +278,10 @@ class ConsumerGroupManager:
                 raise invalid("RebalanceTimeoutMs must be provided in first request.")
             if owned is None or len(owned) > 0:
                 raise invalid("TopicPartitions must be empty when (re-)joining.")
-            if not subscribed_topic_names:
-                raise invalid("SubscribedTopicNames must be set in first request.")
+            if not subscribed_topic_names and not subscribed_topic_regex:
+                raise invalid(
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+                )
         else:
             raise invalid("MemberEpoch is invalid.")
         assignors = self.config.group_consumer_assignors
@@ -290,6 +317,7 @@ class ConsumerGroupManager:
         rack_id: str | None,
         rebalance_timeout_ms: int,
         subscribed_topic_names: Sequence[str] | None,
+        subscribed_topic_regex: str | None,
         server_assignor: str | None,
         owned: OwnedPartitions | None,
         client_id: str,
@@ -363,6 +391,11 @@ class ConsumerGroupManager:
                 if subscribed_topic_names is not None
                 else member.subscribed_topic_names
             ),
+            subscribed_topic_regex=(
+                (subscribed_topic_regex or None)
+                if subscribed_topic_regex is not None
+                else member.subscribed_topic_regex
+            ),
             server_assignor=(
                 server_assignor if server_assignor is not None else member.server_assignor
             ),
@@ -372,10 +405,11 @@ class ConsumerGroupManager:
         bump = (
             (member_id not in group.members)
             or updated.subscribed_topic_names != member.subscribed_topic_names
+            or updated.subscribed_topic_regex != member.subscribed_topic_regex
             or updated.server_assignor != member.server_assignor
         )
         group.members[member_id] = updated
-        metadata = self.topics(group.subscribed_topics())
+        metadata = self.topics(self.group_topics(group))
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
             bump = True
@@ -444,9 +478,7 @@ class ConsumerGroupManager:
     def _update_target(self, group: ConsumerGroup) -> None:
         name = group.preferred_assignor(self.config.group_consumer_assignors[0])
         specs = {
-            m.member_id: MemberSpec(
-                frozenset(m.subscribed_topic_names), group.target.get(m.member_id, {})
-            )
+            m.member_id: MemberSpec(self.member_topics(m), group.target.get(m.member_id, {}))
             for m in group.members.values()
         }
         group.target = ASSIGNORS[name](specs, group.subscription_metadata)
@@ -511,7 +543,7 @@ class ConsumerGroupManager:
         group = clone(before)
         group.members.pop(member_id, None)
         group.target.pop(member_id, None)
-        group.subscription_metadata = self.topics(group.subscribed_topics())
+        group.subscription_metadata = self.topics(self.group_topics(group))
         group.group_epoch += 1
         error = self._write(group_id, before, group)
         if error == NONE:
@@ -540,7 +572,7 @@ class ConsumerGroupManager:
         """Take the groups replayed from ``__consumer_offsets``; their members must heartbeat
         within a session timeout, as after any coordinator failover."""
         for group in groups:
-            group.subscription_metadata = self.topics(group.subscribed_topics())
+            group.subscription_metadata = self.topics(self.group_topics(group))
             self.groups[group.group_id] = group
             for member_id in group.members:
                 self._schedule_session(group.group_id, member_id)
@@ -628,7 +660,7 @@ class ConsumerGroupManager:
 
     def subscribed_topics(self, group_id: str) -> frozenset[str]:
         group = self.groups.get(group_id)
-        return frozenset() if group is None else group.subscribed_topics()
+        return frozenset() if group is None else self.group_topics(group)
 
 
 def topic_names(metadata: Mapping[str, TopicMetadata]) -> dict[uuid.UUID, str]:

@@ -169,6 +169,9 @@ __all__ = ["GroupCoordinator"]
 
 logger = logging.getLogger("compactlog.broker.groups")
 
+#: Kafka's internal topics, which regex subscriptions never match.
+_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
+
 #: The timer key of the periodic offset expiry.
 _EXPIRY_KEY = ("expire-group-metadata",)
 
@@ -193,7 +196,11 @@ class GroupCoordinator:
         self.rebalancer = Rebalancer(self)
         self.membership = GroupMembership(self, self.rebalancer)
         self.offset_manager = OffsetManager(self, self.rebalancer)
-        self.consumer = ConsumerGroupManager(self, self._topic_metadata)
+        self.consumer = ConsumerGroupManager(
+            self,
+            self._topic_metadata,
+            lambda: [t for t in self.store.topics() if t not in _INTERNAL_TOPICS],
+        )
 
     # --- start-up -----------------------------------------------------------------------------
     @classmethod

@@ -485,3 +485,33 @@ def test_regex_subscription_follows_the_topics(h: Harness) -> None:
     assert {names[t]: len(ps) for t, ps in r.assignment.items()} == {"a": 6, "b": 3, "bz": 2}
     [described] = h.coord.consumer_group_describe([GROUP])
     assert described.members[0].member.subscribed_topic_regex == "a|b.*"
+
+
+def test_consumer_group_offsets_expire_unless_subscribed(
+    open_store: Callable[..., Store], clock: ManualClock
+) -> None:
+    h = Harness(
+        open_store,
+        clock,
+        **{
+            "offsets.retention.minutes": 1,
+            "offsets.retention.check.interval.ms": 1000,
+            "group.consumer.session.timeout.ms": 600_000,
+        },
+    )
+    r = h.join("m1")
+    h.coord.commit_offsets(GROUP, 2, "m1", -1, [("a", 0, 5), ("b", 0, 6)])
+    clock.advance(61_000)
+    assert h.beat("m1", 2, h.owned(r)).error_code == NONE
+    h.coord.tick()
+    # "b" is no member's topic: its offset expired; "a" is subscribed: kept.
+    fetched = h.coord.fetch_offsets(GROUP, [("a", 0), ("b", 0)]).partitions
+    assert [p.offset for p in fetched] == [5, -1]
+    h.beat("m1", -1)
+    clock.advance(61_000)
+    h.coord.tick()
+    # Empty and without offsets: the group is deleted, in __consumer_offsets too.
+    assert h.coord.consumer_group_describe([GROUP])[0].error_code == GROUP_ID_NOT_FOUND
+    h.restart()
+    assert h.coord.consumer_group_describe([GROUP])[0].error_code == GROUP_ID_NOT_FOUND
+    assert h.coord.list_groups() == []

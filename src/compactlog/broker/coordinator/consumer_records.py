@@ -315,6 +315,8 @@ class Replayer:
 
     def __init__(self) -> None:
         self._groups: dict[str, _Loading] = {}
+        #: Every group id that had consumer group records, deleted since or not.
+        self.seen: set[str] = set()
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         r = _Reader(key, "consumer group record key")
@@ -326,6 +328,7 @@ class Replayer:
             else None
         )
         r.end()
+        self.seen.add(group_id)
         g = self._groups.setdefault(group_id, _Loading())
         if value is None:
             if record_type == GROUP_METADATA:

@@ -241,6 +241,28 @@ class OffsetManager:
                 self.rt.remove_group(group_id)
         return written
 
+    def expire_unless(
+        self, group_id: str, is_subscribed: Callable[[str], bool]
+    ) -> tuple[int, bool]:
+        """Expiry for a group that is not classic (a KIP-848 consumer group, whose offsets
+        expire ``offsets.retention.minutes`` after their commit unless a member subscribes to
+        their topic): (tombstones written, whether the group has no offset left)."""
+        offsets = self.offsets.get(group_id, {})
+        expired = [
+            tp
+            for tp, c in sorted(offsets.items())
+            if not is_subscribed(tp[0]) and self._is_expired(None, c, "commit")
+        ]
+        if expired:
+            records = [offset_tombstone(group_id, t, p) for t, p in expired]
+            if self.rt.append(group_id, records) != NONE:
+                return 0, False  # retried at the next check
+            for tp in expired:
+                offsets.pop(tp, None)
+        if not offsets:
+            self.offsets.pop(group_id, None)
+        return len(expired), not offsets
+
     def delete_group(self, group_id: str) -> int:
         """DeleteGroups for one group: tombstones for its offsets and for the group."""
         group = self.rt.groups.get(group_id)

@@ -234,11 +234,19 @@ class GroupCoordinator:
 
     def _load_consumer_groups(self, replayer: Replayer) -> None:
         groups = list(replayer.groups())
-        for group in groups:
-            # Its offsets made a placeholder classic group while they were replayed.
-            classic = self.groups.get(group.group_id)
-            if classic is not None and classic.is_in(GroupState.EMPTY):
-                self.remove_group(group.group_id)
+        live = {g.group_id for g in groups}
+        for group_id in replayer.seen:
+            # The offsets of a consumer group make a placeholder classic group while they are
+            # replayed: not a group of its own when the consumer group is live, nor when it was
+            # deleted with its offsets.
+            classic = self.groups.get(group_id)
+            if (
+                classic is not None
+                and classic.is_in(GroupState.EMPTY)
+                and classic.protocol_type is None
+                and (group_id in live or group_id not in self.offset_manager.offsets)
+            ):
+                self.remove_group(group_id)
         self.consumer.load(groups)
 
     def _replay_partition(self, partition: int, replayer: Replayer) -> None:
@@ -303,10 +311,21 @@ class GroupCoordinator:
     def _schedule_expiry(self) -> None:
         def run() -> None:
             self.offset_manager.expire()
+            self._expire_consumer_groups()
             self._schedule_expiry()
 
         interval = max(self.config.offsets_retention_check_interval_ms, 1)
         self.timer.schedule(_EXPIRY_KEY, self._now + interval, run)
+
+    def _expire_consumer_groups(self) -> None:
+        """Kafka's expiry for consumer groups: offsets of topics no member subscribes to expire
+        ``offsets.retention.minutes`` after their commit; an empty group left without offsets is
+        deleted."""
+        for group_id in list(self.consumer.groups):
+            subscribed = self.consumer.subscribed_topics(group_id)
+            _, none_left = self.offset_manager.expire_unless(group_id, subscribed.__contains__)
+            if none_left and self.consumer.is_empty(group_id):
+                self.consumer.delete(group_id)
 
     def shutdown(self) -> None:
         """Answer every parked JoinGroup and SyncGroup with NOT_COORDINATOR and forget the
@@ -315,6 +334,7 @@ class GroupCoordinator:
         for group in self.groups.values():
             group.state = GroupState.DEAD
         self.groups.clear()
+        self.consumer.groups.clear()
         self.timer = Timer()
 
     def _topic_metadata(self, names: Iterable[str]) -> dict[str, TopicMetadata]:

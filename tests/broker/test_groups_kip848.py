@@ -5,6 +5,7 @@ for classic and consumer groups of the same id, driven with the manual clock."""
 from __future__ import annotations
 
 import struct
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -108,6 +109,42 @@ def test_uniform_property_homogeneous(member_ids: list[str], partitions: int) ->
     assert _all(out) == [(T1, p) for p in range(partitions)]
     counts = _count(out).values()
     assert max(counts) - min(counts) <= 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["m1", "m2", "m3", "m4"]),
+        st.frozensets(st.sampled_from(["a", "b", "c"]), min_size=1),
+        min_size=1,
+    )
+)
+def test_uniform_property_heterogeneous(subscriptions: dict[str, frozenset[str]]) -> None:
+    topics = {**TOPICS, "c": TopicMetadata(uuid.UUID(int=3), "c", 4)}
+    out = uniform_assign({m: MemberSpec(s, {}) for m, s in subscriptions.items()}, topics)
+    wanted = {t for s in subscriptions.values() for t in s}
+    assert _all(out) == sorted(
+        (topics[t].topic_id, p) for t in wanted for p in range(topics[t].partitions)
+    )
+    for m, assigned in out.items():
+        names = {n for n, meta in topics.items() if meta.topic_id in assigned}
+        assert names <= subscriptions[m]
+
+
+def test_uniform_is_quick_for_a_large_group() -> None:
+    """3000 partitions and 30 members, one of which owned everything: the assignor runs in the
+    broker's event loop, so it must not take seconds (about 10 ms here; 2 s is the margin)."""
+    topics = {f"t{i}": TopicMetadata(uuid.UUID(int=i + 1), f"t{i}", 300) for i in range(10)}
+    everything = {m.topic_id: frozenset(range(300)) for m in topics.values()}
+    members = {
+        f"m{j:02d}": MemberSpec(frozenset(topics), everything if j == 0 else {}) for j in range(30)
+    }
+    started = time.perf_counter()
+    out = uniform_assign(members, topics)
+    assert time.perf_counter() - started < 2.0
+    assert set(_count(out).values()) == {100}
+    # Sticky: the old owner keeps 100 of its partitions (the lowest), none moves to it.
+    assert out["m00"] == {uuid.UUID(int=1): frozenset(range(100))}
 
 
 def test_range_gives_contiguous_ranges_per_topic() -> None:

@@ -57,53 +57,99 @@ def uniform_assign(
 ) -> dict[str, Partitions]:
     """The ``uniform`` assignor: balanced, then sticky (see the module docstring)."""
     order = sorted(members)
-    eligible: dict[tuple[uuid.UUID, int], list[str]] = {}
+    subscribers: dict[uuid.UUID, list[str]] = {}
+    sizes: dict[uuid.UUID, int] = {}
     for name in sorted({t for m in members.values() for t in m.subscribed}):
         meta = topics.get(name)
-        if meta is None:
-            continue
-        subscribers = [m for m in order if name in members[m].subscribed]
-        for p in range(meta.partitions):
-            eligible[(meta.topic_id, p)] = subscribers
-    owner: dict[tuple[uuid.UUID, int], str] = {}
-    load: dict[str, set[tuple[uuid.UUID, int]]] = {m: set() for m in order}
+        if meta is not None and meta.partitions > 0:
+            subscribers[meta.topic_id] = [m for m in order if name in members[m].subscribed]
+            sizes[meta.topic_id] = meta.partitions
+    held: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in order}
+    owned: set[tuple[uuid.UUID, int]] = set()
     # 1. Keep every partition its current owner may still have.
     for m in order:
         for topic_id, partitions in members[m].current.items():
-            for p in partitions:
-                tp = (topic_id, p)
-                if m in eligible.get(tp, ()) and tp not in owner:
-                    owner[tp] = m
-                    load[m].add(tp)
-    # 2. Give each unowned partition to its least loaded subscriber.
-    for tp, subscribers in eligible.items():
-        if tp not in owner and subscribers:
-            m = min(subscribers, key=lambda s: (len(load[s]), s))
-            owner[tp] = m
-            load[m].add(tp)
-    # 3. Move partitions from the most to the least loaded member while that narrows the gap.
-    moved = True
-    while moved:
-        moved = False
-        for giver in sorted(order, key=lambda s: (-len(load[s]), s)):
-            best: tuple[int, str, tuple[uuid.UUID, int]] | None = None
-            for tp in sorted(load[giver]):
-                for taker in eligible[tp]:
-                    if len(load[taker]) + 1 < len(load[giver]):
-                        candidate = (len(load[taker]), taker, tp)
-                        if best is None or candidate < best:
-                            best = candidate
-            if best is not None:
-                _, taker, tp = best
-                load[giver].discard(tp)
-                load[taker].add(tp)
-                owner[tp] = taker
-                moved = True
+            if m not in subscribers.get(topic_id, ()):
+                continue
+            for p in sorted(partitions):
+                if p < sizes[topic_id] and (topic_id, p) not in owned:
+                    owned.add((topic_id, p))
+                    held[m].setdefault(topic_id, set()).add(p)
+    load = {m: sum(len(ps) for ps in held[m].values()) for m in order}
+    free = [(t, p) for t in sorted(subscribers) for p in range(sizes[t]) if (t, p) not in owned]
+    homogeneous = len({members[m].subscribed for m in order}) <= 1 or all(
+        len(subs) == len(order) for subs in subscribers.values()
+    )
+    if homogeneous and order:
+        _balance_homogeneous(order, held, load, free)
+    else:
+        _balance_general(order, subscribers, held, load, free)
+    return _freeze(held)
+
+
+def _balance_homogeneous(
+    order: list[str],
+    held: dict[str, dict[uuid.UUID, set[int]]],
+    load: dict[str, int],
+    free: list[tuple[uuid.UUID, int]],
+) -> None:
+    """Everyone may take every partition: exact quotas (the most loaded members get the extra
+    ones, so that fewer partitions move), excess returned to the pool, pool handed out."""
+    total = sum(load.values()) + len(free)
+    quota, extra = divmod(total, len(order))
+    ranked = sorted(order, key=lambda m: (-load[m], m))
+    cap = {m: quota + (1 if i < extra else 0) for i, m in enumerate(ranked)}
+    pool = list(free)
+    for m in order:
+        excess = load[m] - cap[m]
+        if excess > 0:
+            mine = sorted((t, p) for t, ps in held[m].items() for p in ps)
+            for t, p in mine[-excess:]:
+                held[m][t].discard(p)
+                pool.append((t, p))
+            load[m] = cap[m]
+    pool.sort(reverse=True)
+    for m in sorted(order, key=lambda m: (load[m], m)):
+        while load[m] < cap[m]:
+            t, p = pool.pop()
+            held[m].setdefault(t, set()).add(p)
+            load[m] += 1
+
+
+def _balance_general(
+    order: list[str],
+    subscribers: dict[uuid.UUID, list[str]],
+    held: dict[str, dict[uuid.UUID, set[int]]],
+    load: dict[str, int],
+    free: list[tuple[uuid.UUID, int]],
+) -> None:
+    """Different subscriptions: free partitions to their least loaded subscriber, then moves
+    from the most to the least loaded member that may take one, while that narrows the gap."""
+    for t, p in free:
+        m = min(subscribers[t], key=lambda s: (load[s], s))
+        held[m].setdefault(t, set()).add(p)
+        load[m] += 1
+    while True:
+        move: tuple[int, str, uuid.UUID, str] | None = None
+        for giver in sorted(order, key=lambda s: (-load[s], s)):
+            for t, ps in sorted(held[giver].items()):
+                if not ps:
+                    continue
+                taker = min(subscribers[t], key=lambda s: (load[s], s))
+                if load[taker] + 1 < load[giver] and (
+                    move is None or (load[taker], taker) < (move[0], move[1])
+                ):
+                    move = (load[taker], taker, t, giver)
+            if move is not None:
                 break
-    out: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in order}
-    for (topic_id, p), m in owner.items():
-        out[m].setdefault(topic_id, set()).add(p)
-    return _freeze(out)
+        if move is None:
+            return
+        _, taker, t, giver = move
+        p = max(held[giver][t])
+        held[giver][t].discard(p)
+        held[taker].setdefault(t, set()).add(p)
+        load[giver] -= 1
+        load[taker] += 1
 
 
 def range_assign(

@@ -18,6 +18,7 @@ import pytest
 from compactlog import errors as codes
 from compactlog.protocol import RequestHeader, decode_response, encode_request
 from compactlog.protocol.messages import (
+    ApiVersionsRequest,
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
     DescribeGroupsRequest,
@@ -60,6 +61,7 @@ class Raw:
     @staticmethod
     def _key(body: Any) -> int:
         return {
+            ApiVersionsRequest: 18,
             ConsumerGroupHeartbeatRequest: 68,
             ConsumerGroupDescribeRequest: 69,
             DescribeGroupsRequest: 15,
@@ -214,7 +216,16 @@ def test_classic_and_consumer_groups_answer_as_kafka(
         ours_raw.sock.close()
 
 
+def kip848_versions(raw: Raw) -> list[tuple[int, int, int]]:
+    body = raw.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 2)
+    return sorted(
+        (k.api_key, k.min_version, k.max_version) for k in body.api_keys if k.api_key in (68, 69)
+    )
+
+
 def check(kafka_raw: Raw, ours_raw: Raw) -> None:
+    # Both advertise ConsumerGroupHeartbeat and ConsumerGroupDescribe v0-v1.
+    assert kip848_versions(ours_raw) == kip848_versions(kafka_raw) == [(68, 0, 1), (69, 0, 1)]
     expected = answers(kafka_raw)
     got = answers(ours_raw)
     assert got == expected

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.broker.helpers.clients import CLIENT_TIMEOUT_S, needs_confluent
+from tests.broker.helpers.clients import CLIENT_TIMEOUT_S, needs_confluent, needs_kafka_python
 from tests.broker.helpers.server import Brokers
 from tests.broker.helpers.store import append, create_topic
 
@@ -351,3 +351,60 @@ def test_regex_subscription(brokers: Brokers) -> None:
             assert time.monotonic() < deadline, held()
     finally:
         consumer.close()
+
+
+@needs_confluent
+@needs_kafka_python
+def test_classic_and_consumer_members_do_not_mix(brokers: Brokers) -> None:
+    """A live consumer-protocol group refuses a classic member (INCONSISTENT_GROUP_PROTOCOL),
+    and a live classic group refuses a consumer-protocol member (GROUP_ID_NOT_FOUND, fatal for
+    librdkafka), as Kafka 4.4 does with group.consumer.migration.policy=disabled."""
+    from confluent_kafka import Consumer, KafkaError
+    from kafka import KafkaConsumer
+    from kafka.errors import InconsistentGroupProtocolError
+
+    broker = brokers.start(config=CONFIG)
+    create_topic(broker, TOPIC, PARTITIONS)
+    member = Member("new", broker.bootstrap, "new-protocol")
+    member.start()
+    try:
+        wait_for_exact_cover([member])
+        classic = KafkaConsumer(
+            TOPIC, bootstrap_servers=broker.bootstrap, group_id="new-protocol",
+            request_timeout_ms=10_000,
+        )  # fmt: skip
+        try:
+            with pytest.raises(InconsistentGroupProtocolError):
+                classic.poll(timeout_ms=10_000)
+        finally:
+            classic.close()
+        assert member.error is None
+    finally:
+        member.leave()
+
+    classic = KafkaConsumer(
+        TOPIC, bootstrap_servers=broker.bootstrap, group_id="old-protocol",
+        session_timeout_ms=10_000, heartbeat_interval_ms=300, request_timeout_ms=10_000,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while not classic.assignment():
+            classic.poll(timeout_ms=100)
+            assert time.monotonic() < deadline, "the classic member got no partitions"
+        consumer = Consumer(consumer_config(broker.bootstrap, "old-protocol"))
+        try:
+            consumer.subscribe([TOPIC])
+            deadline = time.monotonic() + 20
+            while True:
+                classic.poll(timeout_ms=10)
+                message = consumer.poll(0.1)
+                if message is not None and message.error():
+                    error = message.error()
+                    break
+                assert time.monotonic() < deadline, "no error for the consumer-protocol member"
+            assert error.code() == KafkaError._FATAL, error
+            assert "The group id does not exist" in error.str(), error
+        finally:
+            consumer.close()
+    finally:
+        classic.close()

@@ -308,8 +308,11 @@ def test_fencing_and_request_errors(h: Harness) -> None:
         INVALID_REQUEST,
         "RebalanceTimeoutMs must be provided in first request.",
     )
-    assert h.join("m9", ()).error_message == (
-        "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+    unsubscribed = h.coord.consumer_group_heartbeat(
+        GROUP, "m9", 0, rebalance_timeout_ms=1, owned=[]
+    )
+    assert unsubscribed.error_message == (
+        "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
     )
     assert h.coord.consumer_group_heartbeat("", "m", 0).error_code == INVALID_REQUEST
     regex = h.coord.consumer_group_heartbeat(

@@ -191,6 +191,40 @@ def answers(raw: Raw) -> dict[str, Any]:
     return out
 
 
+def heartbeat_errors(raw: Raw) -> dict[str, Any]:
+    """Refused heartbeats: (error code, message) of each."""
+    raw.wait_for_shards("errors", "upgrade")
+    raw.commit_standalone("upgrade")
+    hb_upgrade = raw.heartbeat("upgrade", "nobody", 3)
+    out: dict[str, Any] = {
+        "epoch 3 into empty classic": (hb_upgrade.error_code, hb_upgrade.error_message)
+    }
+    member = str(uuid.uuid4())
+
+    def hb(what: str, epoch: int, member_id: str = member, **kw: Any) -> None:
+        request = ConsumerGroupHeartbeatRequest(group_id="errors", member_id=member_id,
+                                                member_epoch=epoch, **kw)  # fmt: skip
+        response = raw.call(request, 1)
+        out[what] = (response.error_code, response.error_message)
+
+    join = {"rebalance_timeout_ms": 30_000, "subscribed_topic_names": ["t"], "topic_partitions": []}
+    hb("no such group", 3)
+    hb("no rebalance timeout", 0, subscribed_topic_names=["t"], topic_partitions=[])
+    hb("no subscription", 0, rebalance_timeout_ms=30_000, topic_partitions=[])
+    hb("no owned partitions", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=["t"])
+    hb("unknown assignor", 0, server_assignor="sticky", **join)
+    hb("bad epoch", -3)
+    hb("empty member id", 4, member_id="")
+    hb("static leave without instance", -2)
+    hb("joins", 0, **join)
+    hb("epoch too high", 7)
+    hb("unknown member", 2, member_id="nobody")
+    hb("unknown static member", 2, instance_id="nobody")
+    hb("leave of unknown member", -1, member_id="nobody")
+    hb("leaves", -1)
+    return out
+
+
 def live_consumer_group_join(raw: Raw) -> int:
     member = str(uuid.uuid4())
     raw.heartbeat("live-consumer", member, 0)
@@ -231,6 +265,7 @@ def check(kafka_raw: Raw, ours_raw: Raw) -> None:
     assert got == expected
     assert expected["heartbeat into live classic"][0] == codes.GROUP_ID_NOT_FOUND
     assert expected["heartbeat into empty classic"][0] == codes.NONE
+    assert heartbeat_errors(ours_raw) == heartbeat_errors(kafka_raw)
     # A classic JoinGroup into a consumer group with members: refused by both. (With the
     # default policy, bidirectional, Kafka 4.4 admits the classic member into the consumer
     # group; compactlog refuses it whatever the policy.)

@@ -278,9 +278,10 @@ class ConsumerGroupManager:
                 raise invalid("RebalanceTimeoutMs must be provided in first request.")
             if owned is None or len(owned) > 0:
                 raise invalid("TopicPartitions must be empty when (re-)joining.")
-            if not subscribed_topic_names and not subscribed_topic_regex:
+            if subscribed_topic_names is None and subscribed_topic_regex is None:
                 raise invalid(
-                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
+                    "(re-)joining."
                 )
         else:
             raise invalid("MemberEpoch is invalid.")
@@ -329,7 +330,7 @@ class ConsumerGroupManager:
         if group is None:
             if not joining:
                 raise ConsumerGroupError(
-                    UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
+                    GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found."
                 )
             # Kafka 4.4 answers the first member of a new group with epoch 2 (its log shows
             # one bump, "to 2"), and kafka-consumer-groups shows that epoch: start where it does.

@@ -159,7 +159,6 @@ from compactlog.errors import (
     INVALID_SESSION_TIMEOUT,
     NON_EMPTY_GROUP,
     NONE,
-    UNKNOWN_MEMBER_ID,
     CompactlogError,
     CorruptRecordError,
 )
@@ -661,11 +660,10 @@ class GroupCoordinator:
             and group_id not in self.consumer.groups
             and (member_epoch != 0 or not classic.is_in(GroupState.EMPTY))
         ):
-            if classic.is_in(GroupState.EMPTY):
-                # The member's group is gone (it is not kept over a restart): rejoin.
+            if member_epoch != 0:
                 return HeartbeatResult(
-                    UNKNOWN_MEMBER_ID,
-                    f"Member {member_id} is not a member of group {group_id}.",
+                    GROUP_ID_NOT_FOUND,
+                    f"Group {group_id} is not a consumer group.",
                     member_epoch=member_epoch,
                 )
             return HeartbeatResult(

@@ -49,6 +49,9 @@ def test_java_consumer_protocol_group(pair: BrokerPair) -> None:
         same("kafka-consumer-groups", "--list", "--type")
         busy = same("kafka-consumer-groups", "--delete", "--group", "g848")
         assert "GroupNotEmptyException" in busy.stdout
+        subscribed = same("kafka-consumer-groups", "--delete-offsets", "--group", "g848",
+                          "--topic", "t")  # exit 0 on Kafka too  # fmt: skip
+        assert "GroupSubscribedToTopicException" in subscribed.stdout
     finally:
         stopped = running.stop()
     assert [sorted(out.splitlines()) for _, out, _ in stopped] == [
@@ -58,6 +61,8 @@ def test_java_consumer_protocol_group(pair: BrokerPair) -> None:
     assert left.lines()[2].split()[3:] == ["uniform", "Empty", "0"], left.stdout
     offsets = same("kafka-consumer-groups", "--describe", "--group", "g848", "--offsets")
     assert sum(int(line.split()[3]) for line in offsets.lines()[2:]) == 10
+    same("kafka-consumer-groups", "--delete-offsets", "--group", "g848", "--topic", "t:0")
+    same("kafka-consumer-groups", "--describe", "--group", "g848", "--offsets")
     same("kafka-consumer-groups", "--delete", "--group", "g848")
     same("kafka-consumer-groups", "--list")
 

@@ -44,7 +44,6 @@ def test_java_consumer_protocol_group(pair: BrokerPair) -> None:
         eventually(lambda: _stable(pair, "g848"), "stable group g848 on both brokers")
         state = same("kafka-consumer-groups", "--describe", "--group", "g848", "--state")
         assert state.lines()[2].split()[3:] == ["uniform", "Stable", "1"], state.stdout
-        same("kafka-consumer-groups", "--describe", "--group", "g848", "--members")
         same("kafka-consumer-groups", "--describe", "--group", "g848", "--members", "--verbose")
         same("kafka-consumer-groups", "--list", "--type")
         busy = same("kafka-consumer-groups", "--delete", "--group", "g848")

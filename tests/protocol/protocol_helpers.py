@@ -102,8 +102,9 @@ from compactlog.protocol.schema import (
 with warnings.catch_warnings():
     # kafka-python reads the schemas with importlib.resources.read_text, deprecated in 3.11.
     warnings.simplefilter("ignore", DeprecationWarning)
-    import kp_schemas  # kafka-python has no KIP-848 message classes: ours, from Kafka 4.4's
     from kafka.protocol.api_message import ApiMessage
+
+    from tests.protocol import kp_schemas  # KIP-848 schemas kafka-python lacks (Kafka 4.4)
 
     class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=kp_schemas):
         pass

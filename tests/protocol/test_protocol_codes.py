@@ -40,7 +40,12 @@ def test_error_codes_match_kafka_python() -> None:
         17: "INVALID_TOPIC",
         39: "INVALID_REPLICATION_ASSIGNMENT",
     }
+    # kafka-python 3.0 does not know these (Kafka 4.4's Errors.java has them with these codes).
+    newer = {128: "INVALID_REGULAR_EXPRESSION"}
     for code, name in ERROR_NAMES.items():
+        if code in newer:
+            assert (name, kafka_python.get(code)) == (newer[code], None)
+            continue
         assert kafka_python.get(code) == older_names.get(code, name), code
 
 

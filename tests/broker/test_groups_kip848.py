@@ -38,11 +38,13 @@ from compactlog.errors import (
     INVALID_REQUEST,
     NON_EMPTY_GROUP,
     NONE,
+    NOT_COORDINATOR,
     STALE_MEMBER_EPOCH,
     UNKNOWN_MEMBER_ID,
     UNRELEASED_INSTANCE_ID,
     UNSUPPORTED_ASSIGNOR,
     CorruptRecordError,
+    StorageError,
 )
 from compactlog.storage.store import Store
 from tests.conftest import ManualClock
@@ -555,3 +557,18 @@ def test_consumer_group_offsets_expire_unless_subscribed(
     h.restart()
     assert h.coord.consumer_group_describe([GROUP])[0].error_code == GROUP_ID_NOT_FOUND
     assert h.coord.list_groups() == []
+
+
+def test_a_failed_write_changes_nothing(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    h.join("m1")
+    [before] = h.coord.consumer_group_describe([GROUP])
+
+    def broken(*args: Any, **kwargs: Any) -> int:
+        raise StorageError("disk on fire")
+
+    monkeypatch.setattr(h.store, "append", broken)
+    assert h.join("m2").error_code == NOT_COORDINATOR
+    assert h.beat("m1", -1).error_code == NOT_COORDINATOR
+    assert h.coord.consumer_group_describe([GROUP]) == [before]
+    monkeypatch.undo()
+    assert h.join("m2").error_code == NONE

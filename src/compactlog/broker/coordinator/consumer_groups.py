@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -558,8 +558,8 @@ class ConsumerGroupManager:
         if group is None or member_id not in group.members:
             return
         if self.remove_member(group_id, member_id) != NONE:
-            # Not written: try again a second later (the member stays fenced meanwhile in spirit
-            # only; a write error is an operator's problem that the log already shows).
+            # The fencing could not be written (the log says why): the member stays in the
+            # group until a retry a second later succeeds.
             self.rt.timer.schedule(
                 ("consumer-session", group_id, member_id),
                 self.rt.now + 1000,
@@ -662,7 +662,3 @@ class ConsumerGroupManager:
     def subscribed_topics(self, group_id: str) -> frozenset[str]:
         group = self.groups.get(group_id)
         return frozenset() if group is None else self.group_topics(group)
-
-
-def topic_names(metadata: Mapping[str, TopicMetadata]) -> dict[uuid.UUID, str]:
-    return {m.topic_id: name for name, m in metadata.items()}

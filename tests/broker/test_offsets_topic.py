@@ -325,7 +325,8 @@ def test_loading_skips_other_record_types_and_names_corrupt_ones(
     store = open_store()
     GroupCoordinator.load(store)
     p = partition_for("g")
-    store.append(OFFSETS_TOPIC, p, [(struct.pack(">h", 3) + b"consumer group", b"whatever")])
+    # Type 11, a share group's metadata: not read (type 3 and up to 8, consumer groups, are).
+    store.append(OFFSETS_TOPIC, p, [(struct.pack(">h", 11) + b"share group", b"whatever")])
     key = encode_offset_commit_key(OffsetCommitKey("g", "t", 0))
     store.append(
         OFFSETS_TOPIC, p, [(key, encode_offset_commit_value(OffsetCommitValue(4, -1, "", 0)))]

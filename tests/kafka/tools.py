@@ -63,6 +63,8 @@ NORMALISATIONS: tuple[Normalisation, ...] = (
     _rule(r"\b(console-consumer|consumer-[\w.-]+-\d+)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-"
           r"[0-9a-f]{4}-[0-9a-f]{12}\b", r"\1-<member uuid>",
           "member ids are the client id plus a random UUID chosen by the coordinator"),
+    _rule(r"(?<=\s)[A-Za-z0-9_-]{22}(?= +/\d)", "<member uuid>",
+          "a KIP-848 member id is a random Uuid the consumer chooses (KIP-1082)"),
     _rule(r"console-consumer-\d+\b", "console-consumer-<n>",
           "a console consumer without --group joins a group named with a random number"),
 )  # fmt: skip

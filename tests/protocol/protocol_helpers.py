@@ -107,6 +107,26 @@ from compactlog.protocol.schema import (
     in_range,
 )
 
+with warnings.catch_warnings():
+    # kafka-python reads the schemas with importlib.resources.read_text, deprecated in 3.11.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.api_message import ApiMessage
+
+    from tests.protocol import kp_schemas  # KIP-848 schemas kafka-python lacks (Kafka 4.4)
+
+    class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=kp_schemas):
+        pass
+
+    class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=kp_schemas):
+        pass
+
+    class ConsumerGroupDescribeRequest(ApiMessage, load_json=kp_schemas):
+        pass
+
+    class ConsumerGroupDescribeResponse(ApiMessage, load_json=kp_schemas):
+        pass
+
+
 # kafka-python's (request, response) classes by API key.
 KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
     cls_req.API_KEY: (cls_req, cls_resp)
@@ -145,6 +165,8 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
         (DescribeClusterRequest, DescribeClusterResponse),
         (DescribeProducersRequest, DescribeProducersResponse),
         (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
+        (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
+        (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     ]
 }
 

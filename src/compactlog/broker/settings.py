@@ -136,6 +136,23 @@ _GROUP_DEFS: Final = (
      "Partitions of __consumer_offsets (used only when it is created)."),
     ("offsets.topic.segment.bytes", _DEFAULT_GROUPS.offsets_topic_segment_bytes,
      "segment.bytes of __consumer_offsets (used only when it is created)."),
+    ("group.consumer.session.timeout.ms", _DEFAULT_GROUPS.group_consumer_session_timeout_ms,
+     "How long a consumer-protocol (KIP-848) member may stay silent before it is fenced."),
+    ("group.consumer.heartbeat.interval.ms",
+     _DEFAULT_GROUPS.group_consumer_heartbeat_interval_ms,
+     "How often consumer-protocol (KIP-848) members are told to heartbeat."),
+    ("group.consumer.max.size", _DEFAULT_GROUPS.group_consumer_max_size,
+     "The most members a consumer-protocol (KIP-848) group may have."),
+)  # fmt: skip
+
+#: The coordinator's settings that are not integers.
+_GROUP_TEXT_DEFS: Final = (
+    ConfigDef("group.consumer.assignors", "list",
+              _DEFAULT_GROUPS.group_consumer_assignors,
+              "The server-side assignors of consumer-protocol groups; the first is the default."),
+    ConfigDef("group.consumer.migration.policy", "string",
+              _DEFAULT_GROUPS.group_consumer_migration_policy,
+              "Whether classic and consumer-protocol groups may be converted into each other."),
 )  # fmt: skip
 
 #: The group coordinator's settings, by Kafka's names.
@@ -144,6 +161,7 @@ GROUP_SETTINGS: Final[Mapping[str, ConfigDef]] = MappingProxyType(
         name: ConfigDef(name, "int", default, doc, Range(0, INT_MAX))
         for name, default, doc in _GROUP_DEFS
     }
+    | {d.name: d for d in _GROUP_TEXT_DEFS}
 )
 
 
@@ -207,7 +225,7 @@ class BrokerSettings:
         the first unknown name or bad value."""
         config = dict(config or {})
         store_config: dict[str, RawValue] = {}
-        group_values: dict[str, int] = {}
+        group_values: dict[str, ConfigValue] = {}
         values: dict[str, ConfigValue] = {}
         for name, raw in config.items():
             if not isinstance(name, str):
@@ -215,9 +233,7 @@ class BrokerSettings:
             if name in BROKER_CONFIGS:
                 store_config[name] = raw
             elif name in GROUP_SETTINGS:
-                value = parse_value(GROUP_SETTINGS[name], raw)
-                assert isinstance(value, int)
-                group_values[name] = value
+                group_values[name] = parse_value(GROUP_SETTINGS[name], raw)
             elif name in BROKER_SETTINGS:
                 values[name] = parse_value(BROKER_SETTINGS[name], raw)
             else:

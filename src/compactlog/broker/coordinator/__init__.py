@@ -1,5 +1,5 @@
-"""Kafka's group coordinator for classic consumer groups, sans-I/O, with its state in the
-compacted topic ``__consumer_offsets``.
+"""Kafka's group coordinator for classic and KIP-848 consumer groups, sans-I/O, with its state
+in the compacted topic ``__consumer_offsets``.
 
 It opens no socket and needs no event loop: the broker's request handlers
 (:mod:`compactlog.broker.handlers.groups`) call :class:`~.service.GroupCoordinator` and copy its
@@ -18,6 +18,10 @@ Modules, each importing only those listed before it:
 * :mod:`.rebalance` - join phases, deadlines and sessions between requests;
 * :mod:`.membership` - JoinGroup, SyncGroup, Heartbeat, LeaveGroup;
 * :mod:`.offsets` - committed offsets and their expiry;
+* :mod:`.assignors` - the server-side assignors of KIP-848 groups, ``uniform`` and ``range``;
+* :mod:`.consumer_group` - one KIP-848 consumer group, its members and their reconciliation;
+* :mod:`.consumer_records` - the ConsumerGroup* records of ``__consumer_offsets``;
+* :mod:`.consumer_groups` - ConsumerGroupHeartbeat and ConsumerGroupDescribe;
 * :mod:`.service` - :class:`~.service.GroupCoordinator`, the entry point: loads the groups from
   ``__consumer_offsets`` and answers the group APIs.
 """

@@ -150,6 +150,9 @@ class DescribedGroup:
     #: The chosen protocol; empty unless the group is Stable.
     protocol_data: str = ""
     members: tuple[DescribedMember, ...] = ()
+    #: Why a "Dead" group is not there, when not simply because it does not exist (DescribeGroups
+    #: v6+ says so: a KIP-848 consumer group "is not a classic group").
+    not_found_message: str | None = None
 
 
 class GroupError(NamedTuple):

@@ -20,7 +20,7 @@ gets a GroupMetadata tombstone and is forgotten.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from compactlog.broker.coordinator.api import (
@@ -109,8 +109,16 @@ class OffsetManager:
         group_instance_id: str | None,
         retention_ms: int,
         partitions: Sequence[OffsetCommitPartition],
+        *,
+        validated: bool = False,
     ) -> list[PartitionResult]:
-        error = self._validate_commit(group_id, generation_id, member_id, group_instance_id)
+        """``validated``: the caller checked the commit against a group that is not classic (a
+        KIP-848 consumer group), so no classic group is looked up or created."""
+        error = (
+            NONE
+            if validated
+            else self._validate_commit(group_id, generation_id, member_id, group_instance_id)
+        )
         if error != NONE:
             return [PartitionResult(p.topic, p.partition, error) for p in partitions]
         group = self.rt.groups.get(group_id)
@@ -142,16 +150,22 @@ class OffsetManager:
             if error != NONE:
                 error = append_error_to_response_error(error)
                 return [PartitionResult(p.topic, p.partition, error) for p in partitions]
-            self.rt.get_or_create_group(group_id)
+            if not validated:
+                self.rt.get_or_create_group(group_id)
             self.offsets.setdefault(group_id, {}).update(committed)
         return results
 
     # --- OffsetFetch --------------------------------------------------------------------------
     def fetch(
-        self, group_id: str, partitions: Sequence[tuple[str, int]] | None
+        self,
+        group_id: str,
+        partitions: Sequence[tuple[str, int]] | None,
+        *,
+        exists: bool = False,
     ) -> OffsetFetchResult:
+        """``exists``: the group is known as another type than classic (a consumer group)."""
         group = self.rt.groups.get(group_id)
-        known = group is not None and not group.is_in(GroupState.DEAD)
+        known = exists or (group is not None and not group.is_in(GroupState.DEAD))
         offsets = self.offsets.get(group_id, {}) if known else {}
         if partitions is None:
             return OffsetFetchResult(
@@ -227,6 +241,28 @@ class OffsetManager:
                 self.rt.remove_group(group_id)
         return written
 
+    def expire_unless(
+        self, group_id: str, is_subscribed: Callable[[str], bool]
+    ) -> tuple[int, bool]:
+        """Expiry for a group that is not classic (a KIP-848 consumer group, whose offsets
+        expire ``offsets.retention.minutes`` after their commit unless a member subscribes to
+        their topic): (tombstones written, whether the group has no offset left)."""
+        offsets = self.offsets.get(group_id, {})
+        expired = [
+            tp
+            for tp, c in sorted(offsets.items())
+            if not is_subscribed(tp[0]) and self._is_expired(None, c, "commit")
+        ]
+        if expired:
+            records = [offset_tombstone(group_id, t, p) for t, p in expired]
+            if self.rt.append(group_id, records) != NONE:
+                return 0, False  # retried at the next check
+            for tp in expired:
+                offsets.pop(tp, None)
+        if not offsets:
+            self.offsets.pop(group_id, None)
+        return len(expired), not offsets
+
     def delete_group(self, group_id: str) -> int:
         """DeleteGroups for one group: tombstones for its offsets and for the group."""
         group = self.rt.groups.get(group_id)
@@ -242,6 +278,17 @@ class OffsetManager:
             return append_error_to_response_error(error)
         self.offsets.pop(group_id, None)
         self.rt.remove_group(group_id)
+        return NONE
+
+    def delete_all_offsets(self, group_id: str) -> int:
+        """Tombstones for every offset of a group that is being deleted; NONE or the error."""
+        offsets = self.offsets.get(group_id, {})
+        if offsets:
+            records = [offset_tombstone(group_id, t, p) for t, p in sorted(offsets)]
+            error = self.rt.append(group_id, records)
+            if error != NONE:
+                return append_error_to_response_error(error)
+        self.offsets.pop(group_id, None)
         return NONE
 
     def delete_groups(self, group_ids: Sequence[str]) -> list[GroupError]:
@@ -262,11 +309,21 @@ class OffsetManager:
             return GROUP_ID_NOT_FOUND, []
         if not group.is_in(GroupState.EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
             return NON_EMPTY_GROUP, []
+        return self.delete_offsets_unless(group_id, partitions, group.is_subscribed_to_topic)
+
+    def delete_offsets_unless(
+        self,
+        group_id: str,
+        partitions: Sequence[tuple[str, int]],
+        is_subscribed: Callable[[str], bool],
+    ) -> tuple[int, list[PartitionResult]]:
+        """OffsetDelete once the group passed its checks: GROUP_SUBSCRIBED_TO_TOPIC for topics
+        ``is_subscribed``, tombstones for the others."""
         offsets = self.offsets.get(group_id, {})
         results = []
         deleted = []
         for topic, partition in partitions:
-            if group.is_subscribed_to_topic(topic):
+            if is_subscribed(topic):
                 results.append(PartitionResult(topic, partition, GROUP_SUBSCRIBED_TO_TOPIC))
                 continue
             results.append(PartitionResult(topic, partition, NONE))

@@ -76,14 +76,36 @@ in a Stable group whose protocol does not change, no rebalance happens.
 OffsetDelete (:meth:`GroupCoordinator.delete_offsets`) writes tombstones for the offsets of
 partitions no member consumes, as Kafka's does for a classic group.
 
-Not here: KIP-848 consumer groups, transactional offset commits (TxnOffsetCommit), and topic
-existence checks for commits and offset deletions (Kafka's request handler does those, not the
-coordinator).
+**KIP-848 consumer groups** live beside the classic ones, in :mod:`.consumer_groups`
+(ConsumerGroupHeartbeat, ConsumerGroupDescribe); this class routes the shared APIs by the
+group's type, as Kafka does:
+
+* OffsetCommit to a consumer group checks the member and its member epoch
+  (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; epoch -1 only while the group has no members).
+  Kafka insists on OffsetCommit v9+ for such members; compactlog speaks OffsetCommit up to v3,
+  whose generation field then carries the member epoch (librdkafka sends it there).
+* ListGroups lists them with type and protocol type "consumer"; DescribeGroups, a classic API,
+  answers them as Kafka does a group that is not classic: "Dead" (GROUP_ID_NOT_FOUND from v6);
+  DeleteGroups deletes an Empty one; OffsetDelete refuses the topics its members subscribe to.
+* Conversions (``group.consumer.migration.policy``): a ConsumerGroupHeartbeat with epoch 0 into
+  an *empty* classic group (one that only holds offsets) replaces it with a consumer group, and a
+  classic JoinGroup into an *empty* consumer group replaces it with a classic group; offsets stay.
+  Non-empty groups are never converted and never mixed, whatever the policy, and are refused as
+  Kafka 4.4 refuses them with the policy ``disabled`` (checked against it): a heartbeat into a
+  classic group with members gets GROUP_ID_NOT_FOUND ("Cannot upgrade classic group <id> ...",
+  with Kafka's reason, or ours where Kafka would convert the group), a classic JoinGroup into a
+  consumer group with members INCONSISTENT_GROUP_PROTOCOL (with ``bidirectional`` or
+  ``downgrade`` Kafka would admit the classic member into the consumer group).
+
+Not here: transactional offset commits (TxnOffsetCommit), and topic existence checks for commits
+and offset deletions (Kafka's request handler does those, not the coordinator).
 """
 
 from __future__ import annotations
 
+import base64
 import logging
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -100,11 +122,23 @@ from compactlog.broker.coordinator.api import (
     PartitionResult,
     SyncGroupResult,
 )
+from compactlog.broker.coordinator.assignors import TopicMetadata
+from compactlog.broker.coordinator.classic_group import (
+    CONSUMER_PROTOCOL_TYPE as CLASSIC_CONSUMER_PROTOCOL_TYPE,
+)
 from compactlog.broker.coordinator.classic_group import ClassicGroup, ClassicGroupMember, GroupState
 from compactlog.broker.coordinator.config import GroupCoordinatorConfig
+from compactlog.broker.coordinator.consumer_group import CONSUMER_GROUP_PROTOCOL_TYPE
+from compactlog.broker.coordinator.consumer_groups import (
+    ConsumerGroupManager,
+    DescribedConsumerGroup,
+    HeartbeatResult,
+    OwnedPartitions,
+)
+from compactlog.broker.coordinator.consumer_records import CONSUMER_RECORD_TYPES, Replayer
 from compactlog.broker.coordinator.delayed import Pending, Timer
 from compactlog.broker.coordinator.membership import GroupMembership
-from compactlog.broker.coordinator.offsets import OffsetManager
+from compactlog.broker.coordinator.offsets import OffsetManager, group_tombstone
 from compactlog.broker.coordinator.offsets_topic import (
     OFFSETS_TOPIC,
     GroupMetadataKey,
@@ -119,8 +153,11 @@ from compactlog.broker.coordinator.offsets_topic import (
 from compactlog.broker.coordinator.rebalance import Rebalancer
 from compactlog.broker.coordinator.runtime import Record
 from compactlog.errors import (
+    GROUP_ID_NOT_FOUND,
+    INCONSISTENT_GROUP_PROTOCOL,
     INVALID_GROUP_ID,
     INVALID_SESSION_TIMEOUT,
+    NON_EMPTY_GROUP,
     NONE,
     CompactlogError,
     CorruptRecordError,
@@ -130,6 +167,9 @@ from compactlog.storage.store import Store
 __all__ = ["GroupCoordinator"]
 
 logger = logging.getLogger("compactlog.broker.groups")
+
+#: Kafka's internal topics, which regex subscriptions never match.
+_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 
 #: The timer key of the periodic offset expiry.
 _EXPIRY_KEY = ("expire-group-metadata",)
@@ -155,6 +195,11 @@ class GroupCoordinator:
         self.rebalancer = Rebalancer(self)
         self.membership = GroupMembership(self, self.rebalancer)
         self.offset_manager = OffsetManager(self, self.rebalancer)
+        self.consumer = ConsumerGroupManager(
+            self,
+            self._topic_metadata,
+            lambda: [t for t in self.store.topics() if t not in _INTERNAL_TOPICS],
+        )
 
     # --- start-up -----------------------------------------------------------------------------
     @classmethod
@@ -178,13 +223,32 @@ class GroupCoordinator:
                 offsets_topic_configs(config.offsets_topic_segment_bytes),
             )
         coordinator = cls(store, config, clock or store.clock, store.partitions(OFFSETS_TOPIC))
+        replayer = Replayer()
         for partition in range(coordinator.partitions):
-            coordinator._replay_partition(partition)
+            coordinator._replay_partition(partition, replayer)
+        coordinator._load_consumer_groups(replayer)
         coordinator.rebalancer.on_loaded()
         coordinator._schedule_expiry()
         return coordinator
 
-    def _replay_partition(self, partition: int) -> None:
+    def _load_consumer_groups(self, replayer: Replayer) -> None:
+        groups = list(replayer.groups())
+        live = {g.group_id for g in groups}
+        for group_id in replayer.seen:
+            # The offsets of a consumer group make a placeholder classic group while they are
+            # replayed: not a group of its own when the consumer group is live, nor when it was
+            # deleted with its offsets.
+            classic = self.groups.get(group_id)
+            if (
+                classic is not None
+                and classic.is_in(GroupState.EMPTY)
+                and classic.protocol_type is None
+                and (group_id in live or group_id not in self.offset_manager.offsets)
+            ):
+                self.remove_group(group_id)
+        self.consumer.load(groups)
+
+    def _replay_partition(self, partition: int, replayer: Replayer) -> None:
         start = self.store.log_start_offset(OFFSETS_TOPIC, partition)
         for record in self.store.read(OFFSETS_TOPIC, partition, start):
             where = f"{OFFSETS_TOPIC}-{partition} offset {record.offset}"
@@ -202,6 +266,8 @@ class GroupCoordinator:
                         key.group,
                         None if record.value is None else decode_group_metadata_value(record.value),
                     )
+                elif key.version in CONSUMER_RECORD_TYPES:
+                    replayer.replay(record.key, record.value)
                 else:
                     logger.debug("%s: skipping a record of type %d", where, key.version)
             except CorruptRecordError as exc:
@@ -244,10 +310,21 @@ class GroupCoordinator:
     def _schedule_expiry(self) -> None:
         def run() -> None:
             self.offset_manager.expire()
+            self._expire_consumer_groups()
             self._schedule_expiry()
 
         interval = max(self.config.offsets_retention_check_interval_ms, 1)
         self.timer.schedule(_EXPIRY_KEY, self._now + interval, run)
+
+    def _expire_consumer_groups(self) -> None:
+        """Kafka's expiry for consumer groups: offsets of topics no member subscribes to expire
+        ``offsets.retention.minutes`` after their commit; an empty group left without offsets is
+        deleted."""
+        for group_id in list(self.consumer.groups):
+            subscribed = self.consumer.subscribed_topics(group_id)
+            _, none_left = self.offset_manager.expire_unless(group_id, subscribed.__contains__)
+            if none_left and self.consumer.is_empty(group_id):
+                self.consumer.delete(group_id)
 
     def shutdown(self) -> None:
         """Answer every parked JoinGroup and SyncGroup with NOT_COORDINATOR and forget the
@@ -256,7 +333,18 @@ class GroupCoordinator:
         for group in self.groups.values():
             group.state = GroupState.DEAD
         self.groups.clear()
+        self.consumer.groups.clear()
         self.timer = Timer()
+
+    def _topic_metadata(self, names: Iterable[str]) -> dict[str, TopicMetadata]:
+        """The topics among ``names`` that exist, with their ids and partition counts."""
+        existing = set(self.store.topics())
+        out = {}
+        for name in sorted(set(names) & existing):
+            topic_id = self.store.topic_info(name).topic_id
+            raw = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
+            out[name] = TopicMetadata(uuid.UUID(bytes=raw), name, self.store.partitions(name))
+        return out
 
     # --- time ---------------------------------------------------------------------------------
     @property
@@ -343,6 +431,15 @@ class GroupCoordinator:
             return Pending.completed(JoinGroupResult(INVALID_SESSION_TIMEOUT, member_id=member_id))
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
+        if group_id in self.consumer.groups:
+            if not self.consumer.is_empty(group_id):
+                return Pending.completed(
+                    JoinGroupResult(INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+                )
+            # An empty consumer group becomes a classic one.
+            error = self.consumer.delete(group_id)
+            if error != NONE:
+                return Pending.completed(JoinGroupResult(error, member_id=member_id))
         return self.membership.join(
             group_id,
             member_id,
@@ -426,6 +523,14 @@ class GroupCoordinator:
         partitions = [OffsetCommitPartition(*p) for p in offsets]
         if not group_id:
             return [PartitionResult(p.topic, p.partition, INVALID_GROUP_ID) for p in partitions]
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            error = self.consumer.validate_offset_commit(consumer_group, member_id, generation)
+            if error != NONE:
+                return [PartitionResult(p.topic, p.partition, error) for p in partitions]
+            return self.offset_manager.commit(
+                group_id, generation, member_id, None, retention_ms, partitions, validated=True
+            )
         return self.offset_manager.commit(
             group_id, generation, member_id, group_instance_id, retention_ms, partitions
         )
@@ -435,7 +540,9 @@ class GroupCoordinator:
     ) -> OffsetFetchResult:
         """OffsetFetch; ``partitions`` None fetches every committed offset of the group."""
         self._advance()
-        return self.offset_manager.fetch(group_id, partitions)
+        return self.offset_manager.fetch(
+            group_id, partitions, exists=group_id in self.consumer.groups
+        )
 
     def list_groups(self, states: Iterable[str] | None = None) -> list[ListedGroup]:
         """ListGroups, optionally only groups in ``states`` (Kafka's names, any case), in the
@@ -444,19 +551,28 @@ class GroupCoordinator:
         (Kafka's follows its hash table)."""
         self._advance()
         wanted = None if states is None else {s.lower() for s in states}
-        groups = sorted(self.groups.values(), key=lambda g: self.partition_for(g.group_id))
-        return [
+        listed = [
             ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-            for g in groups
-            if wanted is None or not wanted or g.state.value.lower() in wanted
+            for g in self.groups.values()
+        ] + [
+            ListedGroup(g.group_id, CONSUMER_GROUP_PROTOCOL_TYPE, g.state.value, "consumer")
+            for g in self.consumer.groups.values()
         ]
+        listed.sort(key=lambda g: self.partition_for(g.group_id))
+        return [g for g in listed if wanted is None or not wanted or g.state.lower() in wanted]
 
     def describe_groups(self, group_ids: Sequence[str]) -> list[DescribedGroup]:
-        """DescribeGroups; an unknown group is described as Dead, as Kafka does."""
+        """DescribeGroups; an unknown group is described as Dead, as Kafka does, and so is a
+        consumer group (DescribeGroups describes classic groups only)."""
         self._advance()
         out = []
         for group_id in group_ids:
             group = self.groups.get(group_id)
+            if group_id in self.consumer.groups:
+                message = f"Group {group_id} is not a classic group."
+                dead = GroupState.DEAD.value
+                out.append(DescribedGroup(NONE, group_id, dead, not_found_message=message))
+                continue
             if group is None:
                 out.append(DescribedGroup(NONE, group_id, GroupState.DEAD.value))
                 continue
@@ -488,7 +604,18 @@ class GroupCoordinator:
         """DeleteGroups: Empty groups only (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND for
         unknown ones); writes tombstones for the group and all its offsets."""
         self._advance()
-        return self.offset_manager.delete_groups(group_ids)
+        out = []
+        for group_id in group_ids:
+            if group_id not in self.consumer.groups:
+                out.extend(self.offset_manager.delete_groups([group_id]))
+            elif not self.consumer.is_empty(group_id):
+                out.append(GroupError(group_id, NON_EMPTY_GROUP))
+            else:
+                error = self.offset_manager.delete_all_offsets(group_id)
+                if error == NONE:
+                    error = self.consumer.delete(group_id)
+                out.append(GroupError(group_id, error))
+        return out
 
     def delete_offsets(
         self, group_id: str, partitions: Sequence[tuple[str, int]]
@@ -500,4 +627,99 @@ class GroupCoordinator:
         self._advance()
         if not group_id:
             return INVALID_GROUP_ID, []
+        if group_id in self.consumer.groups:
+            subscribed = self.consumer.subscribed_topics(group_id)
+            return self.offset_manager.delete_offsets_unless(
+                group_id, partitions, subscribed.__contains__
+            )
         return self.offset_manager.delete_offsets(group_id, partitions)
+
+    # --- KIP-848 consumer groups ---------------------------------------------------------------
+    def consumer_group_heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        *,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        rebalance_timeout_ms: int = -1,
+        subscribed_topic_names: Sequence[str] | None = None,
+        subscribed_topic_regex: str | None = None,
+        server_assignor: str | None = None,
+        owned: OwnedPartitions | None = None,
+        client_id: str = "",
+        client_host: str = "",
+    ) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat (see :mod:`.consumer_groups`). ``owned``: the request's
+        ``TopicPartitions`` as (topic id, partitions), None when the request leaves it null."""
+        self._advance()
+        classic = self.groups.get(group_id) if group_id else None
+        if (
+            classic is not None
+            and group_id not in self.consumer.groups
+            and (member_epoch != 0 or not classic.is_in(GroupState.EMPTY))
+        ):
+            if member_epoch != 0:
+                return HeartbeatResult(
+                    GROUP_ID_NOT_FOUND,
+                    f"Group {group_id} is not a consumer group.",
+                    member_epoch=member_epoch,
+                )
+            return HeartbeatResult(
+                GROUP_ID_NOT_FOUND, self._no_upgrade(classic), member_epoch=member_epoch
+            )
+        result = self.consumer.heartbeat(
+            group_id,
+            member_id,
+            member_epoch,
+            instance_id=instance_id,
+            rack_id=rack_id,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            subscribed_topic_names=subscribed_topic_names,
+            subscribed_topic_regex=subscribed_topic_regex,
+            server_assignor=server_assignor,
+            owned=owned,
+            client_id=client_id,
+            client_host=client_host,
+        )
+        if classic is not None and group_id in self.consumer.groups:
+            # An empty classic group (offsets only) became a consumer group: its metadata goes.
+            self.append(group_id, [group_tombstone(group_id)])
+            self.remove_group(group_id)
+        return result
+
+    def _no_upgrade(self, classic: ClassicGroup) -> str:
+        """Why a classic group with members does not become a consumer group: Kafka's reason
+        where Kafka would refuse too, else that compactlog does not convert live groups."""
+        group_id = classic.group_id
+        if self.config.group_consumer_migration_policy not in ("bidirectional", "upgrade"):
+            return (
+                f"Cannot upgrade classic group {group_id} to consumer group because online "
+                "upgrade is disabled."
+            )
+        if classic.protocol_type != CLASSIC_CONSUMER_PROTOCOL_TYPE:
+            return (
+                f"Cannot upgrade classic group {group_id} to consumer group because the group "
+                "does not use the consumer embedded protocol."
+            )
+        return (
+            f"Cannot upgrade classic group {group_id} to consumer group: compactlog does not "
+            "convert a group that has members (online upgrade); stop its classic members first."
+        )
+
+    def consumer_group_describe(self, group_ids: Sequence[str]) -> list[DescribedConsumerGroup]:
+        """ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for an unknown group and for a classic one."""
+        self._advance()
+        out = []
+        for group_id, described in zip(group_ids, self.consumer.describe(group_ids), strict=True):
+            if described.error_code == GROUP_ID_NOT_FOUND and group_id in self.groups:
+                described = DescribedConsumerGroup(
+                    GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.", group_id
+                )
+            out.append(described)
+        return out
+
+    def topic_names(self) -> dict[uuid.UUID, str]:
+        """Every topic's name by its id (assignments name topics by id)."""
+        return {m.topic_id: name for name, m in self._topic_metadata(self.store.topics()).items()}

@@ -22,6 +22,10 @@ from compactlog.broker.handlers.configs import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from compactlog.broker.handlers.consumer_groups import (
+    handle_consumer_group_describe,
+    handle_consumer_group_heartbeat,
+)
 from compactlog.broker.handlers.fetch import handle_fetch, handle_list_offsets
 from compactlog.broker.handlers.groups import (
     handle_delete_groups,
@@ -95,6 +99,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
 }
 
 

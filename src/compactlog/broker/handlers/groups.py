@@ -16,7 +16,8 @@ next deadline.
   use too); ListGroups and DescribeGroups before that see no groups.
 * LeaveGroup v0-v1 has one error for its one member: the member's error when the request as a
   whole succeeded (Kafka's conversion for versions before v3).
-* ListGroups v0-v5 filters by state (v4+) and by type (v5+: every group here is "classic");
+* ListGroups v0-v5 filters by state (v4+) and by type (v5+: "classic", or "consumer" for the
+  KIP-848 groups of :mod:`.consumer_groups`);
   DescribeGroups v0-v6 describes a group that does not exist as "Dead", with GROUP_ID_NOT_FOUND
   and Kafka's "Group <id> not found." from v6 on.
 * DeleteGroups v0-v2 deletes Empty groups (their offsets too): NON_EMPTY_GROUP for a group with
@@ -412,7 +413,7 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request, peer: Pee
                 "error_code": codes.GROUP_ID_NOT_FOUND
                 if not_found and g.state == GroupState.DEAD.value
                 else g.error_code,
-                "error_message": f"Group {g.group_id} not found."
+                "error_message": (g.not_found_message or f"Group {g.group_id} not found.")
                 if not_found and g.state == GroupState.DEAD.value
                 else None,
                 "group_id": g.group_id,

@@ -72,6 +72,8 @@ GROUP_API_KEYS = frozenset(
         ApiKey.DESCRIBE_GROUPS,
         ApiKey.DELETE_GROUPS,
         ApiKey.OFFSET_DELETE,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        ApiKey.CONSUMER_GROUP_DESCRIBE,
     }
 )
 #: Kafka's internal topics: flagged ``is_internal`` in Metadata, never auto-created.

@@ -86,6 +86,16 @@ from compactlog.protocol.messages.cluster import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
+from compactlog.protocol.messages.consumer_group import (
+    CONSUMER_GROUP_DESCRIBE_REQUEST,
+    CONSUMER_GROUP_DESCRIBE_RESPONSE,
+    CONSUMER_GROUP_HEARTBEAT_REQUEST,
+    CONSUMER_GROUP_HEARTBEAT_RESPONSE,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from compactlog.protocol.messages.fetch import (
     FETCH_REQUEST,
     FETCH_RESPONSE,
@@ -198,6 +208,8 @@ PAIRS: tuple[tuple[Message, Message], ...] = (
     (OFFSET_DELETE_REQUEST, OFFSET_DELETE_RESPONSE),
     (DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE),
     (DESCRIBE_PRODUCERS_REQUEST, DESCRIBE_PRODUCERS_RESPONSE),
+    (CONSUMER_GROUP_HEARTBEAT_REQUEST, CONSUMER_GROUP_HEARTBEAT_RESPONSE),
+    (CONSUMER_GROUP_DESCRIBE_REQUEST, CONSUMER_GROUP_DESCRIBE_RESPONSE),
     (DESCRIBE_TOPIC_PARTITIONS_REQUEST, DESCRIBE_TOPIC_PARTITIONS_RESPONSE),
 )
 
@@ -214,6 +226,10 @@ __all__ = [
     "AlterPartitionReassignmentsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
     "CreateAclsRequest",
     "CreateAclsResponse",
     "CreatePartitionsRequest",

@@ -35,6 +35,8 @@ TXN = "acl-tx"
 #: A topic and a group that exist nowhere.
 NO_TOPIC = "acl-none"
 NO_GROUP = "acl-none-g"
+#: A group only ConsumerGroupHeartbeat joins (a KIP-848 member stays until its session ends).
+KIP848_GROUP = "acl-g-848"
 #: Codes that mean "not authorized" (topic, group, cluster, transactional id).
 AUTH_ERRORS = frozenset({29, 30, 31, 53})
 
@@ -98,6 +100,7 @@ def allowed_bindings() -> list[dict[str, Any]]:
         binding(TOPIC_T, NO_TOPIC),
         binding(GROUP_T, GROUP),
         binding(GROUP_T, NO_GROUP),
+        binding(GROUP_T, KIP848_GROUP),
         binding(TXN_T, TXN),
         binding(CLUSTER_T, "kafka-cluster"),
     ]
@@ -253,6 +256,14 @@ CASES: tuple[Case, ...] = (
     Case("OffsetFetch DESCRIBE topic", 9, 3,
          lambda: _offset_fetch(TOPIC), _first_partition, 29, frozenset({0}),
          denied_body=lambda: _offset_fetch(UNGRANTED_TOPIC)),
+    Case("ConsumerGroupHeartbeat READ group", 68, 0,
+         lambda: {"group_id": KIP848_GROUP, "member_id": "", "member_epoch": 0,
+                  "rebalance_timeout_ms": 30000, "subscribed_topic_names": [TOPIC],
+                  "topic_partitions": []},
+         lambda s: s.error_code, 30),
+    Case("ConsumerGroupDescribe DESCRIBE group", 69, 0,
+         lambda: {"group_ids": [GROUP], "include_authorized_operations": False},
+         lambda s: s.groups[0].error_code, 30),
     Case("DescribeGroups DESCRIBE group", 15, 5,
          lambda: {"groups": [GROUP], "include_authorized_operations": False},
          lambda s: s.groups[0].error_code, 30, frozenset({0})),

@@ -14,6 +14,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
+from compactlog import errors as codes
+from compactlog.broker.access import authorize, authorized_operations, filter_authorized
+from compactlog.broker.authorizer import AclOperation, ResourceType
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.coordinator.assignors import Partitions
 from compactlog.protocol import Request, Struct
@@ -36,6 +39,16 @@ async def handle_consumer_group_heartbeat(
     ctx: BrokerContext, request: Request, peer: Peer
 ) -> Struct:
     req = request.body
+    if not authorize(ctx, request, peer, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0,
+            error_code=codes.GROUP_AUTHORIZATION_FAILED,
+            error_message=None,
+            member_id=None,
+            member_epoch=0,
+            heartbeat_interval_ms=0,
+            assignment=None,
+        )
     owned = (
         None
         if req.topic_partitions is None
@@ -91,13 +104,35 @@ async def handle_consumer_group_describe(
     ctx: BrokerContext, request: Request, peer: Peer
 ) -> Struct:
     coordinator = ctx.coordinator()
-    described = coordinator.consumer_group_describe(list(request.body.group_ids))
+    asked = list(request.body.group_ids)
+    allowed = filter_authorized(
+        ctx, request, peer, AclOperation.DESCRIBE, ResourceType.GROUP, asked
+    )
+    described = coordinator.consumer_group_describe([g for g in asked if g in allowed])
     names = coordinator.topic_names()
     ctx.on_group_request()
+    with_operations = bool(request.body.include_authorized_operations)
+    denied = [
+        {"error_code": codes.GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_id": g,
+         "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+         "members": []}
+        for g in asked
+        if g not in allowed
+    ]  # fmt: skip
     return ConsumerGroupDescribeResponse(
         throttle_time_ms=0,
-        groups=[
+        groups=denied
+        + [
             {
+                **(
+                    {
+                        "authorized_operations": authorized_operations(
+                            ctx, peer, ResourceType.GROUP, g.group_id
+                        )
+                    }
+                    if with_operations and g.error_code == codes.NONE
+                    else {}
+                ),
                 "error_code": g.error_code,
                 "error_message": g.error_message,
                 "group_id": g.group_id,

@@ -58,6 +58,12 @@ with warnings.catch_warnings():
         DescribeProducersRequest,
         DescribeProducersResponse,
     )
+    from kafka.protocol.admin.users import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+        DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse,
+    )
     from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
     from kafka.protocol.consumer.group import (
         HeartbeatRequest,
@@ -84,6 +90,12 @@ with warnings.catch_warnings():
     from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
     from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
     from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+    from kafka.protocol.sasl import (
+        SaslAuthenticateRequest,
+        SaslAuthenticateResponse,
+        SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    )
 
 from compactlog.protocol.schema import (
     BOOL,
@@ -134,6 +146,10 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
         (DescribeClusterRequest, DescribeClusterResponse),
         (DescribeProducersRequest, DescribeProducersResponse),
         (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
+        (SaslHandshakeRequest, SaslHandshakeResponse),
+        (SaslAuthenticateRequest, SaslAuthenticateResponse),
+        (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
+        (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
     ]
 }
 

@@ -13,6 +13,9 @@ Writes PEM files into DIRECTORY:
   client-NAME.pem, client-NAME-cert.pem, client-NAME-key.pem
                               per --client NAME: a client certificate with subject CN=NAME
 
+A DIRECTORY that already holds ca.pem and ca-key.pem keeps its CA: the new certificates are
+issued by it (to add clients, or an expired certificate the broker otherwise trusts).
+
 For tests only: the keys are not encrypted (unless --key-password), and nothing here is fit to
 protect real data. Example:
 
@@ -160,19 +163,22 @@ def main(argv: list[str] | None = None) -> int:
     leaf_start = now - datetime.timedelta(days=args.days + 2) if args.expired else now
     written: list[str] = []
 
-    ca_key = _key()
-    ca_name = _name("compactlog test CA", args.organization)
-    ca = _issue(
-        ca_name,
-        ca_key,
-        ca_name,
-        ca_key,
-        days=args.days + 3650,
-        not_before=now - datetime.timedelta(days=args.days + 3),
-        ca=True,
-    )
-    _write(directory, "ca.pem", _pem_cert(ca), False, written)
-    _write(directory, "ca-key.pem", _pem_key(ca_key, None), True, written)
+    if (directory / "ca.pem").exists() and (directory / "ca-key.pem").exists():
+        ca = x509.load_pem_x509_certificate((directory / "ca.pem").read_bytes())
+        loaded = serialization.load_pem_private_key((directory / "ca-key.pem").read_bytes(), None)
+        if not isinstance(loaded, ec.EllipticCurvePrivateKey):
+            parser.error(f"{directory / 'ca-key.pem'} is not an EC key made by this script")
+        ca_key, ca_name = loaded, ca.subject
+        print(f"{directory / 'ca.pem'} (kept)")
+    else:
+        ca_key = _key()
+        ca_name = _name("compactlog test CA", args.organization)
+        ca_start = now - datetime.timedelta(days=args.days + 3)
+        ca = _issue(
+            ca_name, ca_key, ca_name, ca_key, days=args.days + 3650, not_before=ca_start, ca=True
+        )
+        _write(directory, "ca.pem", _pem_cert(ca), False, written)
+        _write(directory, "ca-key.pem", _pem_key(ca_key, None), True, written)
 
     def leaf(
         stem: str, common_name: str, leaf_sans: list[str] | None, usage: x509.ObjectIdentifier

@@ -87,6 +87,8 @@ class Authenticator:
         self._expires_at: float | None = None
         #: ``User:<name>`` once authenticated.
         self.principal: str | None = None
+        #: Successful re-authentications of this connection.
+        self.reauthentications = 0
 
     @property
     def expects_raw_token(self) -> bool:
@@ -224,6 +226,8 @@ class Authenticator:
             return 0
         self.principal = f"User:{server.username}"
         self._state = _State.COMPLETE
+        if self._reauthenticating:
+            self.reauthentications += 1
         self._reauthenticating = False
         self._server = None
         if self._reauth_ms > 0:

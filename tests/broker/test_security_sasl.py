@@ -118,7 +118,7 @@ def test_wrong_password_and_unknown_user(
 
     with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KafkaError):
         KafkaAdminClient(
-            bootstrap_servers=bootstrap, **auth.kafka_python(), request_timeout_ms=4000
+            bootstrap_servers=bootstrap, **auth.kafka_python(), bootstrap_timeout_ms=3000
         )
     assert "[Error 58] SaslAuthenticationFailedError" in caplog.text
     assert f"SaslAuthenticationFailedError: {message}" in caplog.text

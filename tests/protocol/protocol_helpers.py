@@ -14,6 +14,10 @@ from typing import Any
 with warnings.catch_warnings():
     # kafka-python's package import uses importlib.resources.read_text, deprecated in 3.11.
     warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.admin.client_quotas import (
+        DescribeClientQuotasRequest,
+        DescribeClientQuotasResponse,
+    )
     from kafka.protocol.admin.cluster import (
         DescribeClusterRequest,
         DescribeClusterResponse,
@@ -150,6 +154,7 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
         (SaslAuthenticateRequest, SaslAuthenticateResponse),
         (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
         (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+        (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
     ]
 }
 

@@ -46,6 +46,7 @@ from compactlog.broker.handlers.partitions import (
 from compactlog.broker.handlers.produce import handle_init_producer_id, handle_produce
 from compactlog.broker.handlers.security import (
     handle_alter_user_scram_credentials,
+    handle_describe_client_quotas,
     handle_describe_user_scram_credentials,
     handle_sasl_authenticate,
     handle_sasl_handshake,
@@ -97,6 +98,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
 }
 
 

@@ -12,6 +12,10 @@ an empty name or fewer than 4096 / more than 16384 iterations UNACCEPTABLE_CREDE
 unknown mechanism UNSUPPORTED_SASL_MECHANISM, deleting what does not exist RESOURCE_NOT_FOUND;
 the accepted changes are written together (:class:`ScramCredentials`), so a request is applied
 whole or, on an I/O error, not at all.
+
+DescribeClientQuotas (48) answers no entries: compactlog has no client quotas (kafka-configs
+asks for them before it describes users' SCRAM credentials). Its filter is checked as Kafka
+checks it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from compactlog.errors import CompactlogError
 from compactlog.protocol import Request, Struct
 from compactlog.protocol.messages.security import (
     AlterUserScramCredentialsResponse,
+    DescribeClientQuotasResponse,
     DescribeUserScramCredentialsResponse,
     SaslAuthenticateResponse,
     SaslHandshakeResponse,
@@ -32,6 +37,7 @@ from compactlog.protocol.messages.security import (
 
 __all__ = [
     "handle_alter_user_scram_credentials",
+    "handle_describe_client_quotas",
     "handle_describe_user_scram_credentials",
     "handle_sasl_authenticate",
     "handle_sasl_handshake",
@@ -187,3 +193,55 @@ async def handle_alter_user_scram_credentials(
     for name, (code, message) in errors.items():
         results.append({"user": name, "error_code": code, "error_message": message})
     return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=results)
+
+
+_QUOTA_ENTITY_TYPES = ("user", "client-id", "ip")
+
+
+def _quota_filter_error(components: list[Struct]) -> tuple[int, str] | None:
+    """Kafka's checks of a DescribeClientQuotas filter (``ClientQuotasImage.describe``)."""
+    exact: set[str] = set()
+    typed: set[str] = set()
+    for c in components:
+        if not c.entity_type:
+            return codes.INVALID_REQUEST, "Invalid empty entity type."
+        if c.entity_type in exact or c.entity_type in typed:
+            return codes.INVALID_REQUEST, (
+                f"Entity type {c.entity_type} cannot appear more than once in the filter."
+            )
+        if c.entity_type not in _QUOTA_ENTITY_TYPES:
+            return codes.UNSUPPORTED_VERSION, f"Unsupported entity type {c.entity_type}"
+        if c.match_type == 0:
+            if c.match is None:
+                return codes.INVALID_REQUEST, (
+                    "Request specified MATCH_TYPE_EXACT, but set match string to null."
+                )
+            exact.add(c.entity_type)
+        elif c.match_type in (1, 2):
+            if c.match is not None:
+                kind = "MATCH_TYPE_DEFAULT" if c.match_type == 1 else "MATCH_TYPE_SPECIFIED"
+                return codes.INVALID_REQUEST, (
+                    f"Request specified {kind}, but also specified a match string."
+                )
+            (exact if c.match_type == 1 else typed).add(c.entity_type)
+        else:
+            return codes.INVALID_REQUEST, f"Unknown match type {c.match_type}"
+    named = exact | typed
+    if "ip" in named and ("user" in named or "client-id" in named):
+        return codes.INVALID_REQUEST, (
+            "Invalid entity filter component combination. IP filter component should not be "
+            "used with user or clientId filter component."
+        )
+    return None
+
+
+async def handle_describe_client_quotas(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    """No quotas can be set on compactlog: a valid filter matches no entity."""
+    problem = _quota_filter_error(request.body.components)
+    if problem is not None:
+        return DescribeClientQuotasResponse(
+            throttle_time_ms=0, error_code=problem[0], error_message=problem[1], entries=None
+        )
+    return DescribeClientQuotasResponse(
+        throttle_time_ms=0, error_code=codes.NONE, error_message=None, entries=[]
+    )

@@ -151,6 +151,8 @@ from compactlog.protocol.messages.produce import (
 from compactlog.protocol.messages.security import (
     ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
     ALTER_USER_SCRAM_CREDENTIALS_RESPONSE,
+    DESCRIBE_CLIENT_QUOTAS_REQUEST,
+    DESCRIBE_CLIENT_QUOTAS_RESPONSE,
     DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
     DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE,
     SASL_AUTHENTICATE_REQUEST,
@@ -159,6 +161,8 @@ from compactlog.protocol.messages.security import (
     SASL_HANDSHAKE_RESPONSE,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
     SaslAuthenticateRequest,
@@ -204,6 +208,7 @@ PAIRS: tuple[tuple[Message, Message], ...] = (
     (SASL_AUTHENTICATE_REQUEST, SASL_AUTHENTICATE_RESPONSE),
     (DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST, DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE),
     (ALTER_USER_SCRAM_CREDENTIALS_REQUEST, ALTER_USER_SCRAM_CREDENTIALS_RESPONSE),
+    (DESCRIBE_CLIENT_QUOTAS_REQUEST, DESCRIBE_CLIENT_QUOTAS_RESPONSE),
 )
 
 REQUESTS: dict[int, Message] = {req.api_key: req for req, _ in PAIRS}
@@ -231,6 +236,8 @@ __all__ = [
     "DeleteRecordsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeClientQuotasRequest",
+    "DescribeClientQuotasResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",

@@ -1,5 +1,6 @@
 """SASL and SCRAM credentials: SaslHandshake (17), SaslAuthenticate (36),
-DescribeUserScramCredentials (50) and AlterUserScramCredentials (51).
+DescribeUserScramCredentials (50) and AlterUserScramCredentials (51), and DescribeClientQuotas
+(48), which Kafka's kafka-configs sends before describing users' SCRAM credentials.
 
 SaslHandshake v0 is followed by raw SASL tokens (a size prefix and the bytes, no Kafka header);
 v1 by SaslAuthenticate requests that carry the tokens. SaslAuthenticate is flexible from v2; v1
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 from compactlog.protocol.compiler import Message
 from compactlog.protocol.schema import (
+    BOOL,
     BYTES,
+    FLOAT64,
     INT8,
     INT16,
     INT32,
@@ -137,3 +140,57 @@ DescribeUserScramCredentialsRequest = DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST.cl
 DescribeUserScramCredentialsResponse = DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE.cls
 AlterUserScramCredentialsRequest = ALTER_USER_SCRAM_CREDENTIALS_REQUEST.cls
 AlterUserScramCredentialsResponse = ALTER_USER_SCRAM_CREDENTIALS_RESPONSE.cls
+
+# DescribeClientQuotas (48): kafka-configs --describe --entity-type users asks for quotas
+# before SCRAM credentials. compactlog has no quotas, so the broker answers with no entries.
+DESCRIBE_CLIENT_QUOTAS_REQUEST = Message(
+    "DescribeClientQuotasRequest",
+    48,
+    "0-1",
+    flexible="1+",
+    fields=[
+        struct_array(
+            "components",
+            "ComponentData",
+            [
+                field("entity_type", STRING),
+                field("match_type", INT8),
+                field("match", STRING, nullable="0+", default=None),
+            ],
+        ),
+        field("strict", BOOL),
+    ],
+)
+
+DESCRIBE_CLIENT_QUOTAS_RESPONSE = Message(
+    "DescribeClientQuotasResponse",
+    48,
+    "0-1",
+    flexible="1+",
+    fields=[
+        field("throttle_time_ms", INT32),
+        field("error_code", INT16),
+        field("error_message", STRING, nullable="0+", default=None),
+        struct_array(
+            "entries",
+            "EntryData",
+            [
+                struct_array(
+                    "entity",
+                    "EntityData",
+                    [
+                        field("entity_type", STRING),
+                        field("entity_name", STRING, nullable="0+", default=None),
+                    ],
+                ),
+                struct_array(
+                    "values", "ValueData", [field("key", STRING), field("value", FLOAT64)]
+                ),
+            ],
+            nullable="0+",
+        ),
+    ],
+)
+
+DescribeClientQuotasRequest = DESCRIBE_CLIENT_QUOTAS_REQUEST.cls
+DescribeClientQuotasResponse = DESCRIBE_CLIENT_QUOTAS_RESPONSE.cls

@@ -385,6 +385,7 @@ class Connection(asyncio.Protocol):
         whether the connection stays open (the authenticator answered or refused it)."""
         auth = self._auth
         assert auth is not None
+        reauthentications = auth.reauthentications
         if isinstance(request, _RawToken):
             outcome = auth.on_raw_token(request.token)
         else:
@@ -392,6 +393,10 @@ class Connection(asyncio.Protocol):
             if outcome.action is Action.SERVE:
                 return None
         if auth.authenticated and auth.principal is not None:
+            if self.principal != auth.principal:
+                logger.debug("%s authenticated as %s", self, auth.principal)
+            elif auth.reauthentications != reauthentications:
+                logger.debug("%s re-authenticated as %s", self, auth.principal)
             self.principal = auth.principal
         body = outcome.body
         ok = True

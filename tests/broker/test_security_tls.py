@@ -190,6 +190,14 @@ def test_tls_versions(brokers: Brokers, ca: Path) -> None:
     ("settings", "message"),
     [
         ({"ssl.keystore.type": "JKS"}, "reads PEM only"),
+        ({"ssl.keystore.password": "x"}, "key store password cannot be specified with PEM"),
+        ({"ssl.truststore.password": "x"}, "trust store password cannot be specified for PEM"),
+        ({"ssl.keystore.key": "k"}, "private key is specified, but certificate chain is not"),
+        (
+            {"ssl.keystore.key": "k", "ssl.keystore.certificate.chain": "c"},
+            "Both SSL key store location and separate private key",
+        ),
+        ({"ssl.truststore.certificates": "c"}, "Both SSL trust store location and separate"),
         ({"ssl.keystore.location": "/nonexistent/broker.pem"}, "no such file"),
         ({"ssl.key.password": "wrong"}, None),  # the key is not encrypted: the password is unused
         ({"ssl.principal.mapping.rules": "RULE:^CN=(.*?),.*$/$1/"}, "only DEFAULT"),
@@ -197,6 +205,10 @@ def test_tls_versions(brokers: Brokers, ca: Path) -> None:
         ({"ssl.enabled.protocols": "TLSv1.1"}, "TLSv1.1"),
         ({"ssl.truststore.location": None, "ssl.client.auth": "required"}, "no truststore"),
         ({"ssl.keystore.location": None}, "has no key"),
+        (
+            {"ssl.keystore.location": None, "ssl.keystore.certificate.chain": "c"},
+            "certificate chain is specified, but private key is not",
+        ),
     ],
 )
 def test_bad_tls_settings_are_one_line_errors(

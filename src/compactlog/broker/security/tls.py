@@ -21,6 +21,7 @@ import os
 import re
 import ssl
 import tempfile
+from collections.abc import Callable
 from typing import Final
 
 from compactlog.broker.security.config import SecuritySettings
@@ -35,6 +36,7 @@ _CLIENT_AUTH: Final = {
     "requested": ssl.CERT_OPTIONAL,
     "required": ssl.CERT_REQUIRED,
 }
+_Get = Callable[[str], "str | None"]
 _PEM_RE: Final = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
 
 
@@ -101,44 +103,51 @@ def server_context(settings: SecuritySettings, listener: str) -> ssl.SSLContext:
     return context
 
 
-def _load_keystore(context: ssl.SSLContext, get: object, where: str) -> None:
-    assert callable(get)
+def _load_keystore(context: ssl.SSLContext, get: _Get, where: str) -> None:
+    """Kafka's checks (``DefaultSslEngineFactory.createKeystore``), in its order and words,
+    then the PEM material; other store types are refused with how to convert them."""
     kind = (get("ssl.keystore.type") or "JKS").upper()
-    location, chain, key = (
-        get("ssl.keystore.location"),
-        get("ssl.keystore.certificate.chain"),
-        get("ssl.keystore.key"),
-    )
-    if location is None and chain is None and key is None:
-        raise ConfigError(
-            f"{where} uses TLS but has no key: set ssl.keystore.type=PEM and "
-            "ssl.keystore.location (a PEM file with the key and the certificate chain), or "
-            "ssl.keystore.certificate.chain and ssl.keystore.key"
+    location, password = get("ssl.keystore.location"), get("ssl.keystore.password")
+    chain, key = get("ssl.keystore.certificate.chain"), get("ssl.keystore.key")
+    problem = None
+    if key is not None:
+        if kind != "PEM":
+            problem = (
+                f"SSL private key can be specified only for PEM, but key store type is {kind}."
+            )
+        elif chain is None:
+            problem = "SSL private key is specified, but certificate chain is not specified."
+        elif location is not None:
+            problem = "Both SSL key store location and separate private key are specified."
+    elif chain is not None:
+        problem = "SSL certificate chain is specified, but private key is not specified"
+    elif location is None:
+        problem = (
+            "it uses TLS but has no key: set ssl.keystore.type=PEM and ssl.keystore.location (a "
+            "PEM file with the key and the certificate chain), or ssl.keystore.certificate.chain "
+            "and ssl.keystore.key"
         )
-    if kind != "PEM":
-        raise ConfigError(
-            f"ssl.keystore.type of {where} is {kind}: compactlog reads PEM only (set "
-            "ssl.keystore.type=PEM; convert a JKS or PKCS12 store with keytool -importkeystore "
-            "and openssl pkcs12 -nodes)"
+    elif kind != "PEM":
+        problem = (
+            f"ssl.keystore.type is {kind}: compactlog reads PEM only (set ssl.keystore.type=PEM; "
+            "convert a JKS or PKCS12 store with keytool -importkeystore and openssl pkcs12 -nodes)"
         )
-    password = get("ssl.key.password")
-    if location is not None and (chain is not None or key is not None):
-        raise ConfigError(
-            f"{where}: give either ssl.keystore.location or ssl.keystore.certificate.chain "
-            "with ssl.keystore.key, not both"
+    if problem is None and password is not None:
+        problem = (
+            "SSL key store password cannot be specified with PEM format, only key password may "
+            "be specified."
         )
-    if location is None and (chain is None or key is None):
-        raise ConfigError(
-            f"{where}: ssl.keystore.certificate.chain and ssl.keystore.key go together"
-        )
+    if problem is not None:
+        raise ConfigError(f"{where}: {problem}")
+    key_password = get("ssl.key.password")
     try:
         if location is not None:
             if not os.path.isfile(location):
                 raise ConfigError(f"ssl.keystore.location of {where}: no such file {location}")
-            context.load_cert_chain(location, password=password)
+            context.load_cert_chain(location, password=key_password)
         else:
             assert chain is not None and key is not None
-            _load_inline_chain(context, normalize_pem(chain), normalize_pem(key), password)
+            _load_inline_chain(context, normalize_pem(chain), normalize_pem(key), key_password)
     except ssl.SSLError as exc:
         raise ConfigError(
             f"the key or certificate chain of {where} cannot be loaded ({exc.reason or exc}): "
@@ -162,23 +171,40 @@ def _load_inline_chain(context: ssl.SSLContext, chain: str, key: str, password: 
                 os.remove(path)
 
 
-def _load_truststore(context: ssl.SSLContext, get: object, where: str, needed: bool) -> None:
-    assert callable(get)
+def _load_truststore(context: ssl.SSLContext, get: _Get, where: str, needed: bool) -> None:
+    """Kafka's checks (``createTruststore``), then the PEM certificates."""
+    kind = (get("ssl.truststore.type") or "JKS").upper()
     location, inline = get("ssl.truststore.location"), get("ssl.truststore.certificates")
-    if location is None and inline is None:
-        if needed:
-            raise ConfigError(
-                f"{where} asks for client certificates (ssl.client.auth) but has no "
-                "truststore: set ssl.truststore.type=PEM and ssl.truststore.location or "
+    password = get("ssl.truststore.password")
+    problem = None
+    if inline is not None:
+        if kind != "PEM":
+            problem = (
+                f"SSL trust store certs can be specified only for PEM, but trust store type is "
+                f"{kind}."
+            )
+        elif location is not None:
+            problem = "Both SSL trust store location and separate trust certificates are specified."
+    elif location is None:
+        if password is not None:
+            problem = "SSL trust store is not specified, but trust store password is specified."
+        elif needed:
+            problem = (
+                "it asks for client certificates (ssl.client.auth) but has no truststore: set "
+                "ssl.truststore.type=PEM and ssl.truststore.location or "
                 "ssl.truststore.certificates"
             )
-        return
-    kind = (get("ssl.truststore.type") or "JKS").upper()
-    if kind != "PEM":
-        raise ConfigError(
-            f"ssl.truststore.type of {where} is {kind}: compactlog reads PEM only (set "
+        else:
+            return
+    elif kind != "PEM":
+        problem = (
+            f"ssl.truststore.type is {kind}: compactlog reads PEM only (set "
             "ssl.truststore.type=PEM)"
         )
+    if problem is None and password is not None:
+        problem = "SSL trust store password cannot be specified for PEM format."
+    if problem is not None:
+        raise ConfigError(f"{where}: {problem}")
     try:
         if location is not None:
             if not os.path.isfile(location):

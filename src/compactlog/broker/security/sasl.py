@@ -135,15 +135,24 @@ def _attributes(message: str) -> dict[str, str]:
     return out
 
 
+def _random_nonce() -> str:
+    return base64.b64encode(secrets.token_bytes(24)).decode()
+
+
 class ScramServer(SaslServer):
     """The server side of SCRAM: client-first, server-first, client-final, server-final."""
 
     def __init__(
-        self, mechanism: str, lookup: Callable[[str, str], ScramCredential | None]
+        self,
+        mechanism: str,
+        lookup: Callable[[str, str], ScramCredential | None],
+        server_nonce: Callable[[], str] | None = None,
     ) -> None:
         self.mechanism = mechanism
         self._scram: ScramMechanism = MECHANISMS[mechanism]
         self._lookup = lookup
+        #: The server's part of the nonce (tests give RFC 7677's; otherwise 32 random chars).
+        self._server_nonce = server_nonce or _random_nonce
         self._state = "first"
         self._failure = (
             "Authentication failed during authentication due to invalid credentials with SASL "
@@ -186,7 +195,7 @@ class ScramServer(SaslServer):
         if credential.iterations < self._scram.min_iterations:
             raise SaslFailed(self._failure)
         self._user, self._credential = user, credential
-        self._nonce = client_nonce + base64.b64encode(secrets.token_bytes(24)).decode().rstrip("=")
+        self._nonce = client_nonce + self._server_nonce()
         self._client_first_bare = bare
         salt = base64.b64encode(credential.salt).decode()
         self._server_first = f"r={self._nonce},s={salt},i={credential.iterations}"

@@ -131,7 +131,7 @@ def test_jaas() -> None:
     assert plain_users(text) == {"admin": "admin-secret", "alice": 'a "quoted" secret'}
     with pytest.raises(ConfigError):
         parse_jaas("PlainLoginModule required user_a=")
-    with pytest.raises(ConfigError, match="not org.apache.kafka"):
+    with pytest.raises(ConfigError, match=r"not org\.apache\.kafka"):
         plain_users("org.apache.kafka.common.security.scram.ScramLoginModule required;")
 
 

@@ -228,9 +228,9 @@ def test_bad_sasl_settings_are_one_line_errors(
 
 
 def test_flood_of_bad_handshakes_beside_a_good_producer(brokers: Brokers, ca: Path) -> None:
-    """Several threads send a few hundred failing logins (wrong password, unknown mechanism,
-    requests before authentication) while a SASL_SSL producer sends records: every record is
-    stored, once."""
+    """Five threads send a few hundred failing logins (wrong password, unknown mechanism,
+    requests before authentication, plaintext on the TLS port) while a SASL_SSL producer sends
+    records: every record is stored, once."""
     from confluent_kafka import Producer
 
     b = brokers.start(
@@ -243,6 +243,7 @@ def test_flood_of_bad_handshakes_beside_a_good_producer(brokers: Brokers, ca: Pa
     )
     add_scram_user(b, "carol", "carol-secret")
     bad_bootstrap = b.bootstrap_for("SASL_PLAINTEXT")
+    tls_bootstrap = b.bootstrap_for("SASL_SSL")
     stop = threading.Event()
     done: list[int] = []
     failures: list[BaseException] = []
@@ -252,13 +253,14 @@ def test_flood_of_bad_handshakes_beside_a_good_producer(brokers: Brokers, ca: Pa
         try:
             while not stop.is_set() and count < 80:
                 try:
-                    with Wire(bad_bootstrap, timeout=10) as wire:
+                    target = tls_bootstrap if kind == 4 else bad_bootstrap
+                    with Wire(target, timeout=10) as wire:
                         if kind == 0:
                             handshake(wire, "PLAIN")
                             authenticate(wire, b"\0alice\0wrong")
                         elif kind == 1:
                             handshake(wire, "OAUTHBEARER")
-                        elif kind == 2:
+                        elif kind in (2, 4):  # 4: a PLAINTEXT client on the TLS port
                             wire.send(METADATA, 1, array([]))
                         else:
                             handshake(wire, "SCRAM-SHA-256")
@@ -272,7 +274,7 @@ def test_flood_of_bad_handshakes_beside_a_good_producer(brokers: Brokers, ca: Pa
             failures.append(exc)
         done.append(count)
 
-    threads = [threading.Thread(target=flood, args=(i % 4,)) for i in range(4)]
+    threads = [threading.Thread(target=flood, args=(i,)) for i in range(5)]
     for thread in threads:
         thread.start()
     auth = Auth("SASL_SSL", ca, mechanism="SCRAM-SHA-512", user="carol", password="carol-secret")

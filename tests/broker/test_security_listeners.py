@@ -262,3 +262,25 @@ def test_serve_with_listeners_setting(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+def _has_ipv6_loopback() -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 loopback here")
+def test_ipv6_listener(brokers: Brokers) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    b = brokers.start(config={"listeners": "PLAINTEXT://[::1]:0"})
+    bootstrap = b.bootstrap_for("PLAINTEXT")
+    assert bootstrap == f"[::1]:{b.ports['PLAINTEXT']}"
+    nodes = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=20).brokers
+    assert [(n.host, n.port) for n in nodes.values()] == [("::1", b.ports["PLAINTEXT"])]

@@ -7,7 +7,7 @@ Theory of operation
 On a SASL_PLAINTEXT or SASL_SSL listener a connection starts unauthenticated. Until it has
 authenticated, only these requests are served, in this order:
 
-1. ApiVersions (optional, any number of times before the handshake);
+1. ApiVersions (optional, once: a second one closes the connection, as in Kafka);
 2. SaslHandshake naming a mechanism: an enabled one is answered with the enabled list;
    another gets UNSUPPORTED_SASL_MECHANISM with the list, and the connection is closed after
    ``connection.failed.authentication.delay.ms``;
@@ -81,6 +81,7 @@ class Authenticator:
         self._state = _State.HANDSHAKE
         self._server: SaslServer | None = None
         self._raw_tokens = False
+        self._versions_seen = False
         self._supports_reauth = False
         self._reauthenticating = False
         self._mechanism: str | None = None
@@ -133,6 +134,14 @@ class Authenticator:
         name = _api_name(key)
         if self._state is _State.HANDSHAKE:
             if key == ApiKey.API_VERSIONS and not self._reauthenticating:
+                if self._versions_seen:  # Kafka takes one, then expects the handshake
+                    return Outcome(
+                        Action.CLOSE,
+                        None,
+                        "Unexpected ApiVersions request received during SASL authentication "
+                        "state HANDSHAKE_REQUEST",
+                    )
+                self._versions_seen = True
                 return Outcome(Action.SERVE)
             if key == ApiKey.SASL_HANDSHAKE:
                 return self._handshake(request)

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from compactlog.broker.security.config import java_hash_set_order
 from compactlog.broker.security.sasl import (
     PlainServer,
     SaslFailed,
@@ -140,3 +141,13 @@ def test_pem_on_one_line_is_rewrapped() -> None:
     pem = f"-----BEGIN CERTIFICATE-----\n{body[:64]}\n{body[64:]}\n-----END CERTIFICATE-----\n"
     assert normalize_pem(" ".join(pem.splitlines())) == normalize_pem(pem)
     assert normalize_pem(pem).splitlines()[1] == body[:64]
+
+
+def test_mechanisms_in_kafkas_order() -> None:
+    # what Kafka 4.4 answers for sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+    assert java_hash_set_order(("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")) == (
+        "PLAIN",
+        "SCRAM-SHA-512",
+        "SCRAM-SHA-256",
+    )
+    assert java_hash_set_order(("SCRAM-SHA-512", "SCRAM-SHA-512")) == ("SCRAM-SHA-512",)

@@ -58,7 +58,7 @@ from compactlog.broker.limits import SHUTDOWN_GRACE_S, UNSERVED_EVICT_AFTER_S, L
 from compactlog.broker.metrics import MetricsServer, read_figures
 from compactlog.broker.node_state import ProducerIdManager, load_cluster_id
 from compactlog.broker.security.authenticator import Authenticator
-from compactlog.broker.security.config import SecuritySettings
+from compactlog.broker.security.config import SecuritySettings, java_hash_set_order
 from compactlog.broker.security.listeners import Listener
 from compactlog.broker.security.sasl import PlainServer, SaslServer, ScramServer, plain_users
 from compactlog.broker.security.scram import ScramCredentials
@@ -352,7 +352,11 @@ class Broker:
     def _connection_factory(
         self, listener: Listener, security: SecuritySettings
     ) -> Callable[[], Connection]:
-        mechanisms = security.sasl_mechanisms(listener.name) if listener.uses_sasl else ()
+        mechanisms = (
+            java_hash_set_order(security.sasl_mechanisms(listener.name))
+            if listener.uses_sasl
+            else ()
+        )
         reauth_ms = security.reauth_ms(listener.name)
         users = self._plain_users.get(listener.name, {})
 

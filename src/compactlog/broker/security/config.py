@@ -32,6 +32,7 @@ __all__ = [
     "SECURITY_SETTINGS",
     "SecuritySettings",
     "is_security_setting",
+    "java_hash_set_order",
 ]
 
 #: The SASL mechanisms compactlog implements. Kafka's default ``sasl.enabled.mechanisms`` is
@@ -90,6 +91,24 @@ _PREFIX_RE: Final = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")
 _MECHANISM_JAAS_RE: Final = re.compile(
     r"^(plain|scram-sha-256|scram-sha-512|gssapi|oauthbearer)\.sasl\.jaas\.config$"
 )
+
+
+def java_hash_set_order(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` in the order Java iterates ``new HashSet<>(names)``: Kafka lists the enabled
+    mechanisms that way in SaslHandshake responses (PLAIN,SCRAM-SHA-256,SCRAM-SHA-512 comes out
+    as PLAIN, SCRAM-SHA-512, SCRAM-SHA-256), and clients print the list."""
+    unique = list(dict.fromkeys(names))
+    capacity = 1
+    while capacity < max(int(len(unique) / 0.75) + 1, 16):
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        h = 0
+        for unit in name.encode("utf-16-be").hex(" ", 2).split():
+            h = (31 * h + int(unit, 16)) & 0xFFFFFFFF  # String.hashCode over UTF-16 units
+        return (h ^ (h >> 16)) & (capacity - 1)  # HashMap.hash, then the table index
+
+    return tuple(sorted(unique, key=bucket))  # stable: a bucket keeps insertion order
 
 
 def is_security_setting(name: str) -> bool:

@@ -5,7 +5,8 @@ Theory of operation
 
 :class:`Broker` owns, for its data directory: the store (opened with its background threads:
 the log cleaner, retention, flushes, checkpoints), the group coordinator on
-``__consumer_offsets`` (:mod:`compactlog.broker.coordinator`), the listening socket, one
+``__consumer_offsets`` (:mod:`compactlog.broker.coordinator`), one listening socket per listener
+(Kafka's ``listeners``; TLS and SASL per :mod:`compactlog.broker.security`), one
 :class:`Connection` per client, and optionally the metrics endpoint. Everything but the store's
 own threads runs on one asyncio event loop:
 
@@ -25,10 +26,13 @@ Starting: the settings are validated (an unknown name is a ``ConfigError``), the
 compiled kernels are loaded, the store is opened and recovered, the cluster id and the
 producer-id block are loaded (:mod:`.node_state`), the coordinator replays
 ``__consumer_offsets`` if it exists (otherwise it is created at the first group request, as
-Kafka does), then the listener binds (port 0: an ephemeral port, read back into
-:attr:`Broker.port`). Stopping: the listener closes, every connection stops
-reading and answers what it has read (long polls answer at once, parked group requests get
-NOT_COORDINATOR), connections still busy after :data:`SHUTDOWN_GRACE_S` are cut, and the store is
+Kafka does), then the listeners bind (port 0: an ephemeral port, read back into
+:attr:`Broker.listener_ports`; the first listener's is :attr:`Broker.port`). The listeners, their
+TLS material and SASL users are checked before the store is opened, and a PLAINTEXT listener
+beyond loopback without an authorizer is refused there (see
+:meth:`~compactlog.broker.security.config.SecuritySettings.check_safe_exposure`).
+Stopping: the listeners close, every connection stops reading and answers what it has read
+(long polls answer at once, parked group requests get NOT_COORDINATOR), connections still busy after :data:`SHUTDOWN_GRACE_S` are cut, and the store is
 closed cleanly (flush, checkpoints, clean-shutdown marker), so the next start recovers nothing.
 
 :class:`BrokerThread` runs a broker on its own event loop in a daemon thread, for tests and for
@@ -138,9 +142,11 @@ def steady_clock(wall: Callable[[], int]) -> Callable[[], int]:
 class Broker:
     """A single-node Kafka broker serving ``data_dir``; see the module docstring.
 
-    ``listen``: the address to bind (port 0: any free port). ``advertise``: the address Metadata
-    and FindCoordinator give to clients (default: the bound address; for a wildcard bind, this
-    host's fully qualified name). ``config``: Kafka broker settings by name
+    ``listen``: the address of one PLAINTEXT listener (port 0: any free port; default
+    127.0.0.1:9092). ``advertise``: the address Metadata and FindCoordinator give to clients
+    (default: the bound address; for a wildcard bind, this host's fully qualified name). Both
+    may instead come from the ``listeners`` and ``advertised.listeners`` settings in ``config``
+    (several listeners, TLS, SASL), not from both places. ``config``: Kafka broker settings by name
     (:mod:`compactlog.broker.settings`). ``clock``: epoch milliseconds for every time decision of
     the store; the group coordinator reads it once at start and then counts on the monotonic
     clock (:func:`steady_clock`). ``metrics_listen``: where to serve ``GET /metrics`` and the
@@ -697,7 +703,8 @@ class BrokerThread:
 
     ``with BrokerThread(data_dir) as b: ... b.bootstrap ...``. ``broker_kwargs`` are
     :class:`Broker`'s, except that ``listen`` defaults to ``("127.0.0.1", 0)``: an embedded or
-    test broker takes a free port rather than Kafka's 9092.
+    test broker takes a free port rather than Kafka's 9092 (with the ``listeners`` setting in
+    ``config``, :attr:`ports` and :meth:`bootstrap_for` give each listener's port).
     """
 
     def __init__(self, data_dir: str | os.PathLike[str], **broker_kwargs: Any) -> None:

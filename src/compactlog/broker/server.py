@@ -32,8 +32,9 @@ TLS material and SASL users are checked before the store is opened, and a PLAINT
 beyond loopback without an authorizer is refused there (see
 :meth:`~compactlog.broker.security.config.SecuritySettings.check_safe_exposure`).
 Stopping: the listeners close, every connection stops reading and answers what it has read
-(long polls answer at once, parked group requests get NOT_COORDINATOR), connections still busy after :data:`SHUTDOWN_GRACE_S` are cut, and the store is
-closed cleanly (flush, checkpoints, clean-shutdown marker), so the next start recovers nothing.
+(long polls answer at once, parked group requests get NOT_COORDINATOR), connections still busy
+after :data:`SHUTDOWN_GRACE_S` are cut, and the store is closed cleanly (flush, checkpoints,
+clean-shutdown marker), so the next start recovers nothing.
 
 :class:`BrokerThread` runs a broker on its own event loop in a daemon thread, for tests and for
 programs that are not asyncio.

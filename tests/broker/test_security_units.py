@@ -5,7 +5,10 @@ order of requests."""
 from __future__ import annotations
 
 import base64
+import random
 import re
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,3 +154,54 @@ def test_mechanisms_in_kafkas_order() -> None:
         "SCRAM-SHA-256",
     )
     assert java_hash_set_order(("SCRAM-SHA-512", "SCRAM-SHA-512")) == ("SCRAM-SHA-512",)
+
+
+def _users_after(directory: str) -> dict[str, set[str]]:
+    from compactlog.broker.security.scram import ScramCredentials
+    from compactlog.storage.fs import OsFileSystem
+
+    users = ScramCredentials.load(OsFileSystem(), directory).users()
+    return {user: set(by) for user, by in users.items()}
+
+
+def test_credentials_file_survives_a_crash_at_every_step(tmp_path: Path) -> None:
+    """A crash at each mutating call of a change (temp file, write, fsync, rename, directory
+    fsync), torn writes included, leaves the old credentials or the new ones, never a damaged
+    file or a mix."""
+    from compactlog.broker.security.scram import ScramCredentials
+    from compactlog.storage.fs import OsFileSystem
+    from tests.support.faultfs import FaultInjectingFileSystem, SimulatedCrash, count_mutations
+
+    sha256, sha512 = MECHANISMS["SCRAM-SHA-256"], MECHANISMS["SCRAM-SHA-512"]
+    old = {"alice": {"SCRAM-SHA-256"}}
+    new = {"alice": {"SCRAM-SHA-256", "SCRAM-SHA-512"}, "bob": {"SCRAM-SHA-512"}}
+
+    def prepare() -> str:
+        directory = tmp_path / f"d{len(list(tmp_path.iterdir()))}"
+        directory.mkdir()
+        ScramCredentials.load(OsFileSystem(), str(directory)).apply(
+            [], [("alice", "SCRAM-SHA-256", sha256.credential_for("a"))]
+        )
+        return str(directory)
+
+    def change(fs: Any, directory: str) -> None:
+        ScramCredentials.load(fs, directory).apply(
+            [],
+            [
+                ("alice", "SCRAM-SHA-512", sha512.credential_for("a")),
+                ("bob", "SCRAM-SHA-512", sha512.credential_for("b")),
+            ],
+        )
+
+    first = prepare()
+    total = count_mutations(lambda fs: change(fs, first))
+    assert total >= 5  # create, truncate, write, fsync, rename, directory fsync
+    assert _users_after(first) == new
+    rng = random.Random(7)
+    for k in range(1, total + 1):
+        directory = prepare()
+        fs = FaultInjectingFileSystem()
+        fs.crash_at(k, partial_write=rng)
+        with pytest.raises(SimulatedCrash):
+            change(fs, directory)
+        assert _users_after(directory) in (old, new), k

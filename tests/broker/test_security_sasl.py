@@ -363,3 +363,26 @@ def test_expired_session_without_reauthentication_is_closed(brokers: Brokers) ->
             SASL_AUTHENTICATION_FAILED,
             "Cannot change principals during re-authentication from User.alice: User.bob",
         )
+
+
+def test_frames_before_authentication_are_bounded(brokers: Brokers) -> None:
+    """sasl.server.max.receive.size (Kafka's default 512 KiB) bounds what an unauthenticated
+    peer can make the broker buffer; after authentication, socket.request.max.bytes again."""
+    from confluent_kafka import Producer
+
+    b = brokers.start(config=SASL)
+    bootstrap = b.bootstrap_for("SASL_PLAINTEXT")
+    with Wire(bootstrap) as wire:
+        wire.sock.sendall(struct.pack(">i", 524_289) + b"\0" * 1024)  # the size alone is enough
+        closed_within(wire, 10)
+    with Wire(bootstrap) as wire:  # a token up to the limit is read (and refused as a token)
+        assert handshake(wire, "PLAIN")[0] == 0
+        code, _, _, _ = authenticate(wire, b"\0alice\0" + b"x" * 500_000)
+        assert code == SASL_AUTHENTICATION_FAILED
+    auth = Auth("SASL_PLAINTEXT", mechanism="PLAIN", user="alice", password="alice-secret")
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "message.max.bytes": 1_000_000, **auth.confluent()}
+    )
+    errors: list[Any] = []
+    producer.produce("big", b"v" * 800_000, on_delivery=lambda e, m: errors.append(e))
+    assert producer.flush(20) == 0 and errors == [None]

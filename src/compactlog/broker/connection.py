@@ -124,6 +124,11 @@ class Connection(asyncio.Protocol):
         self._on_close = on_close
         limits = ctx.settings.limits
         self._frames = FrameReader(limits.socket_request_max_bytes)
+        if authenticator is not None:  # until authenticated: sasl.server.max.receive.size
+            self._frames.max_frame_size = min(
+                limits.socket_request_max_bytes,
+                ctx.settings.security.sasl_server_max_receive_size,
+            )
         self._queue: deque[Request | _TooNewApiVersions | _RawToken] = deque()
         self._max_queued = limits.max_in_flight_requests
         self._idle_s = limits.connections_max_idle_ms / 1000
@@ -398,6 +403,7 @@ class Connection(asyncio.Protocol):
             elif auth.reauthentications != reauthentications:
                 logger.debug("%s re-authenticated as %s", self, auth.principal)
             self.principal = auth.principal
+            self._frames.max_frame_size = self.ctx.settings.limits.socket_request_max_bytes
         body = outcome.body
         ok = True
         if isinstance(body, bytes):

@@ -17,7 +17,9 @@ authenticated, only these requests are served, in this order:
    closed after the same delay.
 
 Any other request before authentication closes the connection after that delay, unanswered
-(Kafka: "Unexpected Kafka request of type ... during SASL handshake").
+(Kafka: "Unexpected Kafka request of type ... during SASL handshake"). Until authenticated, a
+frame may be at most ``sasl.server.max.receive.size`` bytes (Kafka's 512 KiB; the connection
+applies it), so an anonymous peer cannot make the broker buffer ``socket.request.max.bytes``.
 
 After authentication the principal is ``User:<name>``. With ``connections.max.reauth.ms`` > 0
 the session lasts that long (SaslAuthenticate v1+ tells the client); a SaslHandshake from a

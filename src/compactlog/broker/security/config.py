@@ -27,6 +27,7 @@ __all__ = [
     "ALLOW_PLAINTEXT_SETTING",
     "DEFAULT_FAILED_AUTHENTICATION_DELAY_MS",
     "DEFAULT_SASL_MECHANISMS",
+    "DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE",
     "IMPLEMENTED_MECHANISMS",
     "LISTENER_SETTINGS",
     "SECURITY_SETTINGS",
@@ -44,6 +45,9 @@ _KNOWN_UNIMPLEMENTED: Final = ("GSSAPI", "OAUTHBEARER")
 DEFAULT_SASL_MECHANISMS: Final = ",".join(IMPLEMENTED_MECHANISMS)
 #: Kafka's ``connection.failed.authentication.delay.ms`` default.
 DEFAULT_FAILED_AUTHENTICATION_DELAY_MS: Final = 100
+#: Kafka's ``sasl.server.max.receive.size`` default: the largest frame a SASL connection may send
+#: before it has authenticated, so an anonymous peer cannot make the broker buffer 100 MiB.
+DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE: Final = 524_288
 ALLOW_PLAINTEXT_SETTING: Final = "compactlog.allow.plaintext.without.authorizer"
 
 #: Settings that may be given per listener, and their defaults (None: unset).
@@ -80,6 +84,7 @@ _BROKER_WIDE: Final[Mapping[str, str | None]] = MappingProxyType(
         "security.inter.broker.protocol": "PLAINTEXT",
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
         "connection.failed.authentication.delay.ms": str(DEFAULT_FAILED_AUTHENTICATION_DELAY_MS),
+        "sasl.server.max.receive.size": str(DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE),
         "authorizer.class.name": "",
         ALLOW_PLAINTEXT_SETTING: "false",
     }
@@ -170,6 +175,7 @@ class SecuritySettings:
     #: The listeners of ``listeners`` (empty: the broker's ``listen`` argument decides).
     listeners: tuple[Listener, ...] = ()
     failed_authentication_delay_ms: int = DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
+    sasl_server_max_receive_size: int = DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE
     authorizer_class_name: str = ""
     allow_plaintext_without_authorizer: bool = False
 
@@ -199,6 +205,9 @@ class SecuritySettings:
             failed_authentication_delay_ms=_long(
                 "connection.failed.authentication.delay.ms",
                 get("connection.failed.authentication.delay.ms") or "0",
+            ),
+            sasl_server_max_receive_size=_long(
+                "sasl.server.max.receive.size", get("sasl.server.max.receive.size") or "0", 1
             ),
             authorizer_class_name=(get("authorizer.class.name") or "").strip(),
             allow_plaintext_without_authorizer=_boolean(

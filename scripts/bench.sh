@@ -21,3 +21,6 @@ python benchmarks/bench_vs_kafka.py --dir bench-data
 # Authorization: what one ACL decision costs at 10 to 10,000 ACLs, and produce throughput with
 # and without the authorizer in the same run (about 20 s).
 python benchmarks/bench_acls.py
+# Security: produce/consume over SASL_SSL (SCRAM-SHA-512) beside PLAINTEXT in the same run,
+# best of 2 rounds, with the ratio (about 30 s).
+python benchmarks/bench_security.py

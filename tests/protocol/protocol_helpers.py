@@ -22,6 +22,10 @@ with warnings.catch_warnings():
         DescribeAclsRequest,
         DescribeAclsResponse,
     )
+    from kafka.protocol.admin.client_quotas import (
+        DescribeClientQuotasRequest,
+        DescribeClientQuotasResponse,
+    )
     from kafka.protocol.admin.cluster import (
         DescribeClusterRequest,
         DescribeClusterResponse,
@@ -66,6 +70,12 @@ with warnings.catch_warnings():
         DescribeProducersRequest,
         DescribeProducersResponse,
     )
+    from kafka.protocol.admin.users import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+        DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse,
+    )
     from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
     from kafka.protocol.consumer.group import (
         HeartbeatRequest,
@@ -92,6 +102,12 @@ with warnings.catch_warnings():
     from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
     from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
     from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+    from kafka.protocol.sasl import (
+        SaslAuthenticateRequest,
+        SaslAuthenticateResponse,
+        SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    )
 
 from compactlog.protocol.schema import (
     BOOL,
@@ -167,6 +183,11 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
         (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
         (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
         (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
+        (SaslHandshakeRequest, SaslHandshakeResponse),
+        (SaslAuthenticateRequest, SaslAuthenticateResponse),
+        (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
+        (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+        (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
     ]
 }
 

@@ -21,7 +21,7 @@ broker starts, before anything is bound or opened. Values may be Kafka's strings
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -38,6 +38,7 @@ from compactlog.broker.limits import (
     Limits,
 )
 from compactlog.broker.node_state import NODE_ID
+from compactlog.broker.security.config import SecuritySettings, is_security_setting
 from compactlog.errors import ConfigError
 from compactlog.storage.config import (
     BROKER_CONFIGS,
@@ -214,6 +215,8 @@ class BrokerSettings:
     node_id: int
     _values: Mapping[str, ConfigValue]
     _explicit: frozenset[str]
+    #: Listeners, TLS, SASL (:mod:`compactlog.broker.security.config`).
+    security: SecuritySettings = field(default_factory=SecuritySettings)
     #: ACLs are enforced (``authorizer.class.name`` names Kafka's StandardAuthorizer).
     authorizer_enabled: bool = False
     super_users: frozenset[str] = frozenset()
@@ -227,6 +230,7 @@ class BrokerSettings:
         store_config: dict[str, RawValue] = {}
         group_values: dict[str, ConfigValue] = {}
         values: dict[str, ConfigValue] = {}
+        security_config: dict[str, Any] = {}
         for name, raw in config.items():
             if not isinstance(name, str):
                 raise ConfigError(f"a config name must be a string, not {name!r}")
@@ -236,6 +240,8 @@ class BrokerSettings:
                 group_values[name] = parse_value(GROUP_SETTINGS[name], raw)
             elif name in BROKER_SETTINGS:
                 values[name] = parse_value(BROKER_SETTINGS[name], raw)
+            elif is_security_setting(name):
+                security_config[name] = raw
             else:
                 raise ConfigError(
                     f"Unknown broker config name: {name} (the broker takes Kafka's broker "
@@ -269,6 +275,8 @@ class BrokerSettings:
                 f"compactlog implements only {AUTHORIZER_CLASS_NAME} (or empty for none)"
             )
         super_users = parse_super_users(str(values["super.users"]))
+        # The listeners' safe-by-default check needs to know whether ACLs are enforced.
+        security_config["authorizer.class.name"] = authorizer_class
         limits = Limits(
             socket_request_max_bytes=number("socket.request.max.bytes"),
             max_connections=number("max.connections"),
@@ -289,6 +297,7 @@ class BrokerSettings:
             node_id=number("node.id"),
             _values=MappingProxyType(values),
             _explicit=explicit | frozenset(group_values),
+            security=SecuritySettings.from_mapping(security_config),
             authorizer_enabled=bool(authorizer_class),
             super_users=super_users,
             allow_everyone_if_no_acl_found=bool(values["allow.everyone.if.no.acl.found"]),

@@ -125,6 +125,11 @@ _KNOWN_PARTITION_FILES: Final = frozenset(
 )
 #: Files of a Kafka log directory's root that the store leaves alone (and so does verify).
 _KAFKA_ROOT_FILES: Final = frozenset({META_PROPERTIES, "bootstrap.checkpoint"})
+#: What the broker keeps beside the store (compactlog.broker.node_state and
+#: compactlog.broker.security.scram name them): known, not foreign.
+_BROKER_ROOT_FILES: Final = frozenset(
+    {"compactlog-producer-ids.json", "compactlog-scram-credentials.json"}
+)
 #: The broker's ACLs (:mod:`compactlog.broker.acl_store`): named here so that the scan of a data
 #: directory knows the file (the broker sits above storage and cannot be asked).
 ACLS_FILE: Final = "compactlog-acls.json"
@@ -527,6 +532,7 @@ def verify_data_dir(path: str) -> VerifyReport:
                 CLEAN_SHUTDOWN_FILE,
                 ACLS_FILE,
                 *_KAFKA_ROOT_FILES,
+                *_BROKER_ROOT_FILES,
             ):
                 report.notes.append(Problem(full, None, "foreign file, ignored"))
             continue

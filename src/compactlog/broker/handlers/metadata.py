@@ -259,6 +259,7 @@ async def handle_metadata(ctx: BrokerContext, request: Request, peer: Peer) -> S
             else await _missing_topic(ctx, name, allow_auto_create, operations)
             for name in names
         ]
+    host, port = ctx.advertised_address()
     if ctx.authorizer is not None and req.include_topic_authorized_operations:
         for t in topics:
             bits = authorized_operations(ctx, peer, ResourceType.TOPIC, t.name or "")
@@ -274,7 +275,7 @@ async def handle_metadata(ctx: BrokerContext, request: Request, peer: Peer) -> S
             )
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[{"node_id": ctx.node_id, "host": ctx.host, "port": ctx.port, "rack": None}],
+        brokers=[{"node_id": ctx.node_id, "host": host, "port": port, "rack": None}],
         cluster_id=ctx.cluster_id,
         controller_id=ctx.node_id,
         topics=topics + denied,

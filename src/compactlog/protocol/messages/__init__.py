@@ -172,6 +172,28 @@ from compactlog.protocol.messages.produce import (
     ProduceRequest,
     ProduceResponse,
 )
+from compactlog.protocol.messages.security import (
+    ALTER_USER_SCRAM_CREDENTIALS_REQUEST,
+    ALTER_USER_SCRAM_CREDENTIALS_RESPONSE,
+    DESCRIBE_CLIENT_QUOTAS_REQUEST,
+    DESCRIBE_CLIENT_QUOTAS_RESPONSE,
+    DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST,
+    DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE,
+    SASL_AUTHENTICATE_REQUEST,
+    SASL_AUTHENTICATE_RESPONSE,
+    SASL_HANDSHAKE_REQUEST,
+    SASL_HANDSHAKE_RESPONSE,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 # (request, response) per API, in API key order.
 PAIRS: tuple[tuple[Message, Message], ...] = (
@@ -211,6 +233,11 @@ PAIRS: tuple[tuple[Message, Message], ...] = (
     (CONSUMER_GROUP_HEARTBEAT_REQUEST, CONSUMER_GROUP_HEARTBEAT_RESPONSE),
     (CONSUMER_GROUP_DESCRIBE_REQUEST, CONSUMER_GROUP_DESCRIBE_RESPONSE),
     (DESCRIBE_TOPIC_PARTITIONS_REQUEST, DESCRIBE_TOPIC_PARTITIONS_RESPONSE),
+    (SASL_HANDSHAKE_REQUEST, SASL_HANDSHAKE_RESPONSE),
+    (SASL_AUTHENTICATE_REQUEST, SASL_AUTHENTICATE_RESPONSE),
+    (DESCRIBE_USER_SCRAM_CREDENTIALS_REQUEST, DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE),
+    (ALTER_USER_SCRAM_CREDENTIALS_REQUEST, ALTER_USER_SCRAM_CREDENTIALS_RESPONSE),
+    (DESCRIBE_CLIENT_QUOTAS_REQUEST, DESCRIBE_CLIENT_QUOTAS_RESPONSE),
 )
 
 REQUESTS: dict[int, Message] = {req.api_key: req for req, _ in PAIRS}
@@ -224,6 +251,8 @@ __all__ = [
     "AlterConfigsResponse",
     "AlterPartitionReassignmentsRequest",
     "AlterPartitionReassignmentsResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "ConsumerGroupDescribeRequest",
@@ -246,6 +275,8 @@ __all__ = [
     "DeleteTopicsResponse",
     "DescribeAclsRequest",
     "DescribeAclsResponse",
+    "DescribeClientQuotasRequest",
+    "DescribeClientQuotasResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",
@@ -258,6 +289,8 @@ __all__ = [
     "DescribeProducersResponse",
     "DescribeTopicPartitionsRequest",
     "DescribeTopicPartitionsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "ElectLeadersRequest",
     "ElectLeadersResponse",
     "FetchRequest",
@@ -290,6 +323,10 @@ __all__ = [
     "OffsetFetchResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
 ]

@@ -177,7 +177,11 @@ def test_a_second_signal_while_stopping_exits_at_once(tmp_path: Path) -> None:
         if proc.stderr is not None:
             proc.stderr.close()
     assert "stopping on SIGINT" in stderr
-    if code != 0:
+    if code == -signal.SIGTERM:
+        # The stop was over (a creation in progress stops at its next partition) and the
+        # signal handlers gone: the second signal only cut the interpreter's exit short.
+        assert "closed cleanly" in stderr, stderr
+    elif code != 0:
         assert code == 130
         assert "SIGTERM while stopping" in stderr or "did not begin the stop" in stderr
     assert elapsed < STOP_DEADLINE_S + 4, (elapsed, stderr)

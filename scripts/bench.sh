@@ -18,3 +18,6 @@ python benchmarks/bench_broker.py --dir bench-data
 # same 1 GiB log of 1 KiB records and 10 M records of 100 B through each broker and each
 # cleaner. About 10 minutes on 2 cores.
 python benchmarks/bench_vs_kafka.py --dir bench-data
+# Security: produce/consume over SASL_SSL (SCRAM-SHA-512) beside PLAINTEXT in the same run,
+# best of 2 rounds, with the ratio (about 30 s).
+python benchmarks/bench_security.py

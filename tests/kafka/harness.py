@@ -62,6 +62,7 @@ TOOLS: Mapping[str, str] = {
     "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
 }
 
 #: JVM options of the short-lived tool processes: they start in about a second; the serial

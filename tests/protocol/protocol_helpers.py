@@ -14,6 +14,10 @@ from typing import Any
 with warnings.catch_warnings():
     # kafka-python's package import uses importlib.resources.read_text, deprecated in 3.11.
     warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.admin.client_quotas import (
+        DescribeClientQuotasRequest,
+        DescribeClientQuotasResponse,
+    )
     from kafka.protocol.admin.cluster import (
         DescribeClusterRequest,
         DescribeClusterResponse,
@@ -58,6 +62,12 @@ with warnings.catch_warnings():
         DescribeProducersRequest,
         DescribeProducersResponse,
     )
+    from kafka.protocol.admin.users import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+        DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse,
+    )
     from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
     from kafka.protocol.consumer.group import (
         HeartbeatRequest,
@@ -84,6 +94,12 @@ with warnings.catch_warnings():
     from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
     from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
     from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+    from kafka.protocol.sasl import (
+        SaslAuthenticateRequest,
+        SaslAuthenticateResponse,
+        SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    )
 
 from compactlog.protocol.schema import (
     BOOL,
@@ -134,6 +150,11 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
         (DescribeClusterRequest, DescribeClusterResponse),
         (DescribeProducersRequest, DescribeProducersResponse),
         (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse),
+        (SaslHandshakeRequest, SaslHandshakeResponse),
+        (SaslAuthenticateRequest, SaslAuthenticateResponse),
+        (DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse),
+        (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse),
+        (DescribeClientQuotasRequest, DescribeClientQuotasResponse),
     ]
 }
 

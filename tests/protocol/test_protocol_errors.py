@@ -240,7 +240,7 @@ def test_api_versions_advertises_produce_from_v0() -> None:
     }
 
 
-@pytest.mark.parametrize("key", [17, 23, 68, 999, -1])
+@pytest.mark.parametrize("key", [23, 68, 999, -1])
 def test_unknown_api_key_is_unsupported(key: int) -> None:
     frame = struct.pack(">hhih", key, 0, 77, 3) + b"abc" + b"\x00" * 20
     with pytest.raises(UnsupportedRequestError, match="unknown API key") as e:

@@ -52,15 +52,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import struct
 import time
 from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple, cast
 
-from compactlog.broker.context import BrokerContext, CloseConnection, Peer
+from compactlog.broker.context import CURRENT_LISTENER, BrokerContext, CloseConnection, Peer
 from compactlog.broker.handlers.dispatch import api_versions_error_frame, handler_for
 from compactlog.broker.handlers.metadata import GROUP_API_KEYS
 from compactlog.broker.refusals import refusal_level, refusal_line, response_errors
+from compactlog.broker.security.authenticator import Action, Authenticator
+from compactlog.broker.security.tls import ANONYMOUS, certificate_principal
 from compactlog.errors import ProtocolError
 from compactlog.protocol import (
     API_NAMES,
@@ -86,6 +89,12 @@ class _TooNewApiVersions(NamedTuple):
     header: RequestHeader
 
 
+class _RawToken(NamedTuple):
+    """A SASL token sent raw, after a SaslHandshake v0 (no request header)."""
+
+    token: bytes
+
+
 class Connection(asyncio.Protocol):
     """Serves one accepted socket until it closes; see the module docstring.
 
@@ -99,13 +108,23 @@ class Connection(asyncio.Protocol):
         ctx: BrokerContext,
         admit: Callable[[Connection], bool] = lambda conn: True,
         on_close: Callable[[Connection], None] = lambda conn: None,
+        listener: str | None = None,
+        authenticator: Authenticator | None = None,
     ) -> None:
         self.ctx = ctx
+        #: The name of the listener this connection came in on, and its SASL state (None: the
+        #: listener does not use SASL).
+        self.listener = listener
+        self._auth = authenticator
+        #: Who the client is: ``User:ANONYMOUS``, the subject of its TLS certificate, or the
+        #: SASL user once authenticated.
+        self.principal = ANONYMOUS
+        self._failed_auth_delay_s = ctx.settings.security.failed_authentication_delay_ms / 1000
         self._admit = admit
         self._on_close = on_close
         limits = ctx.settings.limits
         self._frames = FrameReader(limits.socket_request_max_bytes)
-        self._queue: deque[Request | _TooNewApiVersions] = deque()
+        self._queue: deque[Request | _TooNewApiVersions | _RawToken] = deque()
         self._max_queued = limits.max_in_flight_requests
         self._idle_s = limits.connections_max_idle_ms / 1000
         self._failed_close_delay_s = limits.failed_request_close_delay_ms / 1000
@@ -142,6 +161,15 @@ class Connection(asyncio.Protocol):
             self._closing = True
             transport.close()
             return
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            try:
+                self.principal = certificate_principal(ssl_object.getpeercert(binary_form=True))
+            except Exception as exc:  # a certificate the TLS layer accepted but we cannot parse
+                self._log_close(logging.WARNING, f"its client certificate cannot be read: {exc}")
+                self._closing = True
+                transport.close()
+                return
         self._counted = True
         metrics = self.ctx.metrics
         metrics.connections += 1
@@ -170,9 +198,10 @@ class Connection(asyncio.Protocol):
             self._pause_reading()
 
     def eof_received(self) -> bool:
-        # The peer closed its side: answer what was read, then close (True: not yet).
+        # The peer closed its side: answer what was read, then close (True: not yet). TLS has
+        # no half-close: there the transport closes whatever we answer.
         self._end_input(0.0)
-        return True
+        return self._transport is None or self._transport.get_extra_info("ssl_object") is None
 
     def connection_lost(self, exc: Exception | None) -> None:
         if exc is not None:
@@ -239,8 +268,12 @@ class Connection(asyncio.Protocol):
     def _arrived(self, frame: bytes) -> bool:
         """Decode and queue one request; False when the connection must read no more."""
         self.served = True
+        if self._auth is not None and self._auth.expects_raw_token:
+            self._queue.append(_RawToken(bytes(frame)))
+            self._start_processor()
+            return True
         try:
-            request: Request | _TooNewApiVersions = decode_request(frame)
+            request: Request | _TooNewApiVersions | _RawToken = decode_request(frame)
         except UnsupportedRequestError as exc:
             if exc.header.api_key != ApiKey.API_VERSIONS:
                 self._bad_request(f"{exc} (client id {exc.header.client_id!r})")
@@ -250,11 +283,14 @@ class Connection(asyncio.Protocol):
             self._bad_request(f"malformed request: {exc}")
             return False
         self._queue.append(request)
+        self._start_processor()
+        return True
+
+    def _start_processor(self) -> None:
         if self._processor is None:
             self._processor = asyncio.get_running_loop().create_task(
                 self._process(), name=f"{self!r} processor"
             )
-        return True
 
     def _bad_request(self, reason: str) -> None:
         """An undecodable or unsupported request: answer what came before it, then close after
@@ -308,6 +344,7 @@ class Connection(asyncio.Protocol):
 
     # --- processing -----------------------------------------------------------------------------
     async def _process(self) -> None:
+        CURRENT_LISTENER.set(self.listener)  # this task's own context
         try:
             while self._queue:
                 request = self._queue.popleft()
@@ -334,18 +371,56 @@ class Connection(asyncio.Protocol):
         if self._input_ended:
             self._close_when_answered()
 
-    def _fail(self, reason: str, level: int) -> bool:
-        """Close once this request is done; nothing queued after it is answered."""
+    def _fail(self, reason: str, level: int, delay_s: float = 0.0) -> bool:
+        """Close once this request is done (``delay_s`` later); nothing queued after it is
+        answered."""
         self._log_close(level, reason)
         self._input_ended = True
-        self._close_delay_s = 0.0
+        self._close_delay_s = delay_s
         self._pause_reading()
         return False
 
-    async def _handle(self, request: Request | _TooNewApiVersions) -> bool:
+    async def _authenticate(self, request: Request | _RawToken) -> bool | None:
+        """Let the SASL state see the request: None when its handler may serve it, else
+        whether the connection stays open (the authenticator answered or refused it)."""
+        auth = self._auth
+        assert auth is not None
+        reauthentications = auth.reauthentications
+        if isinstance(request, _RawToken):
+            outcome = auth.on_raw_token(request.token)
+        else:
+            outcome = auth.on_request(request)
+            if outcome.action is Action.SERVE:
+                return None
+        if auth.authenticated and auth.principal is not None:
+            if self.principal != auth.principal:
+                logger.debug("%s authenticated as %s", self, auth.principal)
+            elif auth.reauthentications != reauthentications:
+                logger.debug("%s re-authenticated as %s", self, auth.principal)
+            self.principal = auth.principal
+        body = outcome.body
+        ok = True
+        if isinstance(body, bytes):
+            ok = await self._write(struct.pack(">i", len(body)) + body)
+        elif body is not None and not isinstance(request, _RawToken):
+            ok = await self._write(encode_response(request.header, body))
+        if outcome.action is Action.CLOSE:
+            return self._fail(outcome.reason, logging.INFO)
+        if outcome.action is Action.FAIL:
+            self.ctx.metrics.invalid_requests += 1
+            delay = self._failed_auth_delay_s
+            return self._fail(f"authentication failed: {outcome.reason}", logging.INFO, delay)
+        return ok
+
+    async def _handle(self, request: Request | _TooNewApiVersions | _RawToken) -> bool:
         """Answer one request; False when the connection must close."""
         ctx = self.ctx
         started = time.monotonic()
+        if self._auth is not None and not isinstance(request, _TooNewApiVersions):
+            answered = await self._authenticate(request)
+            if answered is not None:
+                return answered
+        assert not isinstance(request, _RawToken)
         header = request.header
         if isinstance(request, _TooNewApiVersions):
             ok = await self._write(api_versions_error_frame(ctx, header))
@@ -362,7 +437,7 @@ class Connection(asyncio.Protocol):
             ctx.metrics.invalid_requests += 1
             reason = f"{name} is not served by this broker (no group coordinator)"
             return self._fail(reason, logging.WARNING)
-        peer = Peer(header.client_id or "", self.host, self.port)
+        peer = Peer(header.client_id or "", self.host, self.port, self.principal)
         try:
             body = await handler(ctx, request, peer)
             response = None if body is None else encode_response(header, body)

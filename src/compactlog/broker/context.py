@@ -14,8 +14,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from compactlog.broker.coordinator.service import GroupCoordinator
 from compactlog.broker.metrics import BrokerMetrics
@@ -24,7 +25,17 @@ from compactlog.broker.refusals import REFUSALS_PER_SECOND
 from compactlog.broker.settings import BrokerSettings
 from compactlog.storage.store import Store
 
-__all__ = ["AppendWaiters", "BrokerContext", "CloseConnection", "Peer", "RateLimitedLog"]
+if TYPE_CHECKING:
+    from compactlog.broker.security.scram import ScramCredentials
+
+__all__ = [
+    "CURRENT_LISTENER",
+    "AppendWaiters",
+    "BrokerContext",
+    "CloseConnection",
+    "Peer",
+    "RateLimitedLog",
+]
 
 logger = logging.getLogger("compactlog.broker")
 
@@ -70,6 +81,13 @@ class Peer(NamedTuple):
     client_id: str
     host: str
     port: int
+    principal: str = "User:ANONYMOUS"
+
+
+#: The name of the listener the request being handled came in on (set by the connection for
+#: its processor task), so that Metadata, FindCoordinator and DescribeCluster answer with that
+#: listener's advertised address, as Kafka does.
+CURRENT_LISTENER: ContextVar[str | None] = ContextVar("compactlog_listener", default=None)
 
 
 class AppendWaiters:
@@ -144,6 +162,18 @@ class BrokerContext:
     stopping: bool = False
     #: Called after every group request, so the coordinator's timer re-arms for its deadline.
     on_group_request: Callable[[], None] = field(default=lambda: None)
+    #: The advertised (host, port) of each listener by name; ``host``/``port`` above are the
+    #: first listener's.
+    advertised_listeners: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: The SCRAM credentials of the data directory (None until the broker has loaded them).
+    scram: ScramCredentials | None = None
+
+    def advertised_address(self) -> tuple[str, int]:
+        """The advertised host and port of the listener the current request came in on."""
+        listener = CURRENT_LISTENER.get()
+        if listener is not None and listener in self.advertised_listeners:
+            return self.advertised_listeners[listener]
+        return self.host, self.port
 
     @property
     def groups_enabled(self) -> bool:

@@ -43,6 +43,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -56,6 +57,12 @@ from compactlog.broker.coordinator.service import GroupCoordinator
 from compactlog.broker.limits import SHUTDOWN_GRACE_S, UNSERVED_EVICT_AFTER_S, Limits
 from compactlog.broker.metrics import MetricsServer, read_figures
 from compactlog.broker.node_state import ProducerIdManager, load_cluster_id
+from compactlog.broker.security.authenticator import Authenticator
+from compactlog.broker.security.config import SecuritySettings
+from compactlog.broker.security.listeners import Listener
+from compactlog.broker.security.sasl import PlainServer, SaslServer, ScramServer, plain_users
+from compactlog.broker.security.scram import ScramCredentials
+from compactlog.broker.security.tls import server_context
 from compactlog.broker.settings import BrokerSettings
 from compactlog.errors import ConfigError
 from compactlog.log_manager import LogManager
@@ -85,6 +92,9 @@ T = TypeVar("T")
 #: Kafka's default listener, on the loopback interface only.
 DEFAULT_LISTEN = ("127.0.0.1", 9092)
 _WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+#: A TLS client must finish its handshake within this long (asyncio's default is 60 s; a flood
+#: of stalled handshakes holds sockets that long).
+_TLS_HANDSHAKE_TIMEOUT_S = 10.0
 #: At most one "too many connections" log line per this many seconds.
 _REJECT_LOG_INTERVAL_S = 1.0
 #: After SIGTERM or SIGINT, the event loop must begin :meth:`Broker.stop` within this long.
@@ -142,7 +152,7 @@ class Broker:
         self,
         data_dir: str | os.PathLike[str],
         *,
-        listen: tuple[str, int] = DEFAULT_LISTEN,
+        listen: tuple[str, int] | None = None,
         advertise: tuple[str, int] | None = None,
         config: Mapping[str, Any] | None = None,
         clock: Callable[[], int] | None = None,
@@ -151,6 +161,9 @@ class Broker:
     ) -> None:
         self.data_dir = os.fspath(data_dir)
         self.admin_allow_remote = admin_allow_remote
+        #: Whether ``listen`` was given (it cannot be combined with the ``listeners`` setting).
+        self._listen_given = listen is not None
+        listen = listen or DEFAULT_LISTEN
         self.listen = listen
         self.advertise = advertise
         self.config: dict[str, Any] = dict(config or {})
@@ -161,6 +174,12 @@ class Broker:
         self.host: str = listen[0]
         self.port: int = listen[1]
         self.metrics_port: int | None = None
+        #: The listeners (after :meth:`start`), and the port each is bound to, by name.
+        self.listeners: tuple[Listener, ...] = ()
+        self.listener_ports: dict[str, int] = {}
+        self._servers: list[asyncio.Server] = []
+        self._tls: dict[str, ssl.SSLContext] = {}
+        self._plain_users: dict[str, dict[str, str]] = {}
         self.store: Store | None = None
         #: The store's log manager (cleaner threads, periodic tasks); ``store`` is its store.
         self.log_manager: LogManager | None = None
@@ -204,6 +223,18 @@ class Broker:
         try:
             settings = BrokerSettings.from_mapping(self.config)
             self.settings = settings
+            self.listeners = self._resolve_listeners(settings.security)
+            settings.security.check_safe_exposure(self.listeners)
+            self._tls = {
+                item.name: server_context(settings.security, item.name)
+                for item in self.listeners
+                if item.uses_tls
+            }
+            self._plain_users = {
+                item.name: plain_users(settings.security.jaas_config(item.name, "PLAIN"))
+                for item in self.listeners
+                if item.uses_sasl and "PLAIN" in settings.security.sasl_mechanisms(item.name)
+            }
             self._per_ip_limits = await asyncio.to_thread(_resolve_per_ip_limits, settings.limits)
             self.log_manager = await asyncio.to_thread(self._open_logs, settings)
             self.store = self.log_manager.store
@@ -213,6 +244,19 @@ class Broker:
             await self._release()
             raise
         self._state = "running"
+
+    def _resolve_listeners(self, security: SecuritySettings) -> tuple[Listener, ...]:
+        """The ``listeners`` setting, or one PLAINTEXT listener on ``listen``/``advertise``."""
+        if security.listeners:
+            if self._listen_given or self.advertise is not None:
+                raise ConfigError(
+                    "give the address either as listen/advertise (--listen/--advertise) or as "
+                    "the listeners/advertised.listeners settings, not both"
+                )
+            return security.listeners
+        host, port = self.listen
+        ad_host, ad_port = self.advertise if self.advertise is not None else (host, 0)
+        return (Listener("PLAINTEXT", "PLAINTEXT", host, port, ad_host, ad_port),)
 
     def _open_logs(self, settings: BrokerSettings) -> LogManager:
         _load_record_kernels()
@@ -238,22 +282,42 @@ class Broker:
             node_id=settings.node_id,
             on_group_request=self._group_wakeup.set,
         )
+        ctx.scram = ScramCredentials.load(store.fs, store.path)
         self.ctx = ctx
         if OFFSETS_TOPIC in store.topics():
             ctx.coordinator()  # groups and their members' sessions resume at once
         self._idle_check = asyncio.create_task(self._run_idle_check(settings))
-        host, port = self.listen
-        self._server = await asyncio.get_running_loop().create_server(
-            self._new_connection, host or None, port, reuse_address=True
-        )
-        bound = self._server.sockets[0].getsockname()
-        self.host, self.port = str(bound[0]), int(bound[1])
-        ctx.host, ctx.port = self._advertised()
+        loop = asyncio.get_running_loop()
+        for item in self.listeners:
+            tls: ssl.SSLContext | None = self._tls.get(item.name)
+            server = await loop.create_server(
+                self._connection_factory(item, settings.security),
+                item.host or None,
+                item.port,
+                reuse_address=True,
+                ssl=tls,
+                ssl_handshake_timeout=None if tls is None else _TLS_HANDSHAKE_TIMEOUT_S,
+            )
+            self._servers.append(server)
+            bound = server.sockets[0].getsockname()
+            self.listener_ports[item.name] = int(bound[1])
+            ctx.advertised_listeners[item.name] = self._advertised(item, int(bound[1]))
+            if self._server is None:
+                self._server = server
+                self.host, self.port = str(bound[0]), int(bound[1])
+                ctx.host, ctx.port = ctx.advertised_listeners[item.name]
         if self.metrics_listen is not None:
             admin = AdminRoutes(lambda: self.store, allow_remote=self.admin_allow_remote)
             self._metrics_server = MetricsServer(lambda: read_figures(ctx.metrics, logs), admin)
             await self._metrics_server.start(*self.metrics_listen)
             self.metrics_port = self._metrics_server.port
+        for item in self.listeners:
+            ad_host, ad_port = ctx.advertised_listeners[item.name]
+            logger.info(
+                "listener %s (%s) on %s:%d, advertised as %s:%d",
+                item.name, item.protocol, item.host, self.listener_ports[item.name], ad_host,
+                ad_port,
+            )  # fmt: skip
         logger.info(
             "listening on %s:%d (advertised as %s:%d), data directory %s, cluster id %s%s",
             self.host, self.port, ctx.host, ctx.port, store.path, cluster_id,
@@ -279,21 +343,41 @@ class Broker:
         self._group_timer = asyncio.get_running_loop().create_task(self._run_group_timer(groups))
         return groups
 
-    def _advertised(self) -> tuple[str, int]:
-        if self.advertise is not None:
-            host, port = self.advertise
-            return host, port or self.port
-        host = self.listen[0]
+    def _advertised(self, listener: Listener, bound_port: int) -> tuple[str, int]:
+        host = listener.advertised_host
         if host in _WILDCARD_HOSTS:
             host = socket.getfqdn()  # Kafka's default: the canonical host name
-        return host, self.port
+        return host, listener.advertised_port or bound_port
+
+    def _connection_factory(
+        self, listener: Listener, security: SecuritySettings
+    ) -> Callable[[], Connection]:
+        mechanisms = security.sasl_mechanisms(listener.name) if listener.uses_sasl else ()
+        reauth_ms = security.reauth_ms(listener.name)
+        users = self._plain_users.get(listener.name, {})
+
+        def make_server(mechanism: str) -> SaslServer:
+            if mechanism == "PLAIN":
+                return PlainServer(users)
+            ctx = self.ctx
+            assert ctx is not None and ctx.scram is not None
+            return ScramServer(mechanism, ctx.scram.get)
+
+        def new_connection() -> Connection:
+            ctx = self.ctx
+            assert ctx is not None
+            auth = Authenticator(mechanisms, make_server, reauth_ms) if listener.uses_sasl else None
+            return Connection(
+                ctx,
+                admit=self._admit,
+                on_close=self._forget,
+                listener=listener.name,
+                authenticator=auth,
+            )
+
+        return new_connection
 
     # --- serving --------------------------------------------------------------------------------
-    def _new_connection(self) -> Connection:
-        ctx = self.ctx
-        assert ctx is not None
-        return Connection(ctx, admit=self._admit, on_close=self._forget)
-
     def _admit(self, connection: Connection) -> bool:
         """Take a new connection, unless the broker stops, ``max.connections.per.ip`` are open
         from its address, or ``max.connections`` are open and none of them is an unserved one
@@ -416,8 +500,8 @@ class Broker:
         ctx.stopping = True
         if self.store is not None:
             self.store.begin_close()  # a topic creation in progress ends at its next partition
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for connection in list(self._connections):
             connection.stop_reading()
         ctx.waiters.wake_all()
@@ -448,11 +532,12 @@ class Broker:
         if self._metrics_server is not None:
             await self._metrics_server.stop()
             self._metrics_server = None
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
             with contextlib.suppress(Exception):
-                await self._server.wait_closed()
-            self._server = None
+                await server.wait_closed()
+        self._servers.clear()
+        self._server = None
         if self.log_manager is not None:
             # The store is kept (closed) after the stop: its path and figures stay readable.
             await asyncio.to_thread(self.log_manager.close)
@@ -614,7 +699,8 @@ class BrokerThread:
     """
 
     def __init__(self, data_dir: str | os.PathLike[str], **broker_kwargs: Any) -> None:
-        broker_kwargs.setdefault("listen", ("127.0.0.1", 0))
+        if "listeners" not in (broker_kwargs.get("config") or {}):
+            broker_kwargs.setdefault("listen", ("127.0.0.1", 0))
         self.broker = Broker(data_dir, **broker_kwargs)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -632,6 +718,18 @@ class BrokerThread:
         if host in _WILDCARD_HOSTS:
             host = "127.0.0.1"
         return f"{host}:{self.broker.port}"
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """The bound port of every listener, by listener name."""
+        return dict(self.broker.listener_ports)
+
+    def bootstrap_for(self, listener: str) -> str:
+        """``host:port`` of one listener (a wildcard bind: 127.0.0.1)."""
+        item = next(i for i in self.broker.listeners if i.name == listener.upper())
+        host = item.host if item.host not in _WILDCARD_HOSTS else "127.0.0.1"
+        host = f"[{host}]" if ":" in host else host
+        return f"{host}:{self.broker.listener_ports[item.name]}"
 
     def start(self) -> BrokerThread:
         """Start the broker; returns once it listens (or raises why it could not start)."""

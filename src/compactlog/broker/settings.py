@@ -19,7 +19,7 @@ broker starts, before anything is bound or opened. Values may be Kafka's strings
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -35,6 +35,7 @@ from compactlog.broker.limits import (
     Limits,
 )
 from compactlog.broker.node_state import NODE_ID
+from compactlog.broker.security.config import SecuritySettings, is_security_setting
 from compactlog.errors import ConfigError
 from compactlog.storage.config import (
     BROKER_CONFIGS,
@@ -185,6 +186,8 @@ class BrokerSettings:
     node_id: int
     _values: Mapping[str, ConfigValue]
     _explicit: frozenset[str]
+    #: Listeners, TLS, SASL (:mod:`compactlog.broker.security.config`).
+    security: SecuritySettings = field(default_factory=SecuritySettings)
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any] | None = None) -> BrokerSettings:
@@ -194,6 +197,7 @@ class BrokerSettings:
         store_config: dict[str, RawValue] = {}
         group_values: dict[str, int] = {}
         values: dict[str, ConfigValue] = {}
+        security_config: dict[str, Any] = {}
         for name, raw in config.items():
             if not isinstance(name, str):
                 raise ConfigError(f"a config name must be a string, not {name!r}")
@@ -205,6 +209,8 @@ class BrokerSettings:
                 group_values[name] = value
             elif name in BROKER_SETTINGS:
                 values[name] = parse_value(BROKER_SETTINGS[name], raw)
+            elif is_security_setting(name):
+                security_config[name] = raw
             else:
                 raise ConfigError(
                     f"Unknown broker config name: {name} (the broker takes Kafka's broker "
@@ -251,6 +257,7 @@ class BrokerSettings:
             node_id=number("node.id"),
             _values=MappingProxyType(values),
             _explicit=explicit | frozenset(group_values),
+            security=SecuritySettings.from_mapping(security_config),
         )
 
     @property

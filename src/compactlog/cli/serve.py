@@ -102,9 +102,12 @@ async def _serve(broker: Broker) -> None:
             await broker.start()
         except OSError as exc:
             if exc.errno in _BIND_ERRORS:
-                host, port = broker.listen
+                where = " ".join(f"{i.host}:{i.port}" for i in broker.listeners) or (
+                    "{}:{}".format(*broker.listen)
+                )
                 raise CliError(
-                    f"cannot listen on {host}:{port}: {exc.strerror} (choose another --listen)",
+                    f"cannot listen on {where}: {exc.strerror} (choose another --listen or "
+                    "listeners)",
                     EXIT_USAGE,
                 ) from exc
             raise
@@ -118,7 +121,10 @@ async def _serve(broker: Broker) -> None:
     metavar="HOST:PORT",
     default=DEFAULT_LISTEN,
     show_default=True,
-    help="Address to accept clients on (port 0: any free port; an empty HOST: every interface).",
+    help="Address to accept clients on (port 0: any free port; an empty HOST: every interface): "
+    "one PLAINTEXT listener. For several listeners, TLS or SASL use --config listeners=... "
+    "instead. A PLAINTEXT address other than loopback is refused unless an authorizer is "
+    "configured or compactlog.allow.plaintext.without.authorizer=true.",
 )
 @click.option(
     "--advertise",
@@ -175,8 +181,13 @@ def serve(
 
     \b
     Example:
-      compactlog --data-dir /var/lib/compactlog serve --listen 0.0.0.0:9092 \\
-          --advertise broker1.example.com:9092 --metrics 127.0.0.1:9308 \\
+      compactlog --data-dir /var/lib/compactlog serve \\
+          --config listeners=SASL_SSL://0.0.0.0:9093,PLAINTEXT://127.0.0.1:9092 \\
+          --config advertised.listeners=SASL_SSL://broker1.example.com:9093 \\
+          --config ssl.keystore.type=PEM \\
+          --config ssl.keystore.location=/etc/compactlog/broker.pem \\
+          --config listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512 \\
+          --metrics 127.0.0.1:9308 \\
           --config log.cleaner.threads=2 --config auto.create.topics.enable=false \\
           --log-file /var/log/compactlog/server.log
 
@@ -201,13 +212,16 @@ def serve(
         )
     listen_address = _address(listen, "--listen")
     assert listen_address is not None
+    # --listen has a default; only a --listen given on the command line conflicts with the
+    # listeners setting (the broker refuses both with a one-line error).
+    listen_given = ctx.get_parameter_source("listen") is not click.core.ParameterSource.DEFAULT
     try:
         config = parse_config_assignments(configs)
     except ConfigError as exc:
         raise library_error(exc) from exc
     broker = Broker(
         data_dir,
-        listen=listen_address,
+        listen=listen_address if listen_given or "listeners" not in config else None,
         advertise=_address(advertise, "--advertise"),
         config=config,
         metrics_listen=_address(metrics, "--metrics"),

@@ -125,6 +125,11 @@ _KNOWN_PARTITION_FILES: Final = frozenset(
 )
 #: Files of a Kafka log directory's root that the store leaves alone (and so does verify).
 _KAFKA_ROOT_FILES: Final = frozenset({META_PROPERTIES, "bootstrap.checkpoint"})
+#: What the broker keeps beside the store (compactlog.broker.node_state and
+#: compactlog.broker.security.scram name them): known, not foreign.
+_BROKER_ROOT_FILES: Final = frozenset(
+    {"compactlog-producer-ids.json", "compactlog-scram-credentials.json"}
+)
 
 
 @dataclass
@@ -523,6 +528,7 @@ def verify_data_dir(path: str) -> VerifyReport:
                 LOCK_FILE,
                 CLEAN_SHUTDOWN_FILE,
                 *_KAFKA_ROOT_FILES,
+                *_BROKER_ROOT_FILES,
             ):
                 report.notes.append(Problem(full, None, "foreign file, ignored"))
             continue

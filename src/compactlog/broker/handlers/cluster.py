@@ -86,8 +86,8 @@ async def handle_describe_cluster(ctx: BrokerContext, request: Request, peer: Pe
         brokers=[
             {
                 "broker_id": ctx.node_id,
-                "host": ctx.host,
-                "port": ctx.port,
+                "host": ctx.advertised_address()[0],
+                "port": ctx.advertised_address()[1],
                 "rack": None,
                 "is_fenced": False,
             }

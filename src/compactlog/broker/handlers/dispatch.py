@@ -44,6 +44,13 @@ from compactlog.broker.handlers.partitions import (
     handle_elect_leaders,
 )
 from compactlog.broker.handlers.produce import handle_init_producer_id, handle_produce
+from compactlog.broker.handlers.security import (
+    handle_alter_user_scram_credentials,
+    handle_describe_client_quotas,
+    handle_describe_user_scram_credentials,
+    handle_sasl_authenticate,
+    handle_sasl_handshake,
+)
 from compactlog.broker.handlers.topics import (
     handle_create_topics,
     handle_delete_records,
@@ -87,6 +94,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
 }
 
 

@@ -113,7 +113,7 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request, peer: Pe
             )  # fmt: skip
     return FindCoordinatorResponse(
         throttle_time_ms=0, error_code=codes.NONE, error_message=None, node_id=ctx.node_id,
-        host=ctx.host, port=ctx.port,
+        host=ctx.advertised_address()[0], port=ctx.advertised_address()[1],
     )  # fmt: skip
 
 

@@ -207,9 +207,10 @@ async def handle_metadata(ctx: BrokerContext, request: Request, peer: Peer) -> S
             else await _missing_topic(ctx, name, allow_auto_create, operations)
             for name in names
         ]
+    host, port = ctx.advertised_address()
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[{"node_id": ctx.node_id, "host": ctx.host, "port": ctx.port, "rack": None}],
+        brokers=[{"node_id": ctx.node_id, "host": host, "port": port, "rack": None}],
         cluster_id=ctx.cluster_id,
         controller_id=ctx.node_id,
         topics=topics,

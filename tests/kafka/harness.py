@@ -63,6 +63,7 @@ TOOLS: Mapping[str, str] = {
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
 }
 
 #: JVM options of the short-lived tool processes: they start in about a second; the serial

@@ -14,6 +14,14 @@ from typing import Any
 with warnings.catch_warnings():
     # kafka-python's package import uses importlib.resources.read_text, deprecated in 3.11.
     warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.admin.acl import (
+        CreateAclsRequest,
+        CreateAclsResponse,
+        DeleteAclsRequest,
+        DeleteAclsResponse,
+        DescribeAclsRequest,
+        DescribeAclsResponse,
+    )
     from kafka.protocol.admin.client_quotas import (
         DescribeClientQuotasRequest,
         DescribeClientQuotasResponse,
@@ -137,6 +145,9 @@ KAFKA_PYTHON: dict[int, tuple[Any, Any]] = {
         (DeleteTopicsRequest, DeleteTopicsResponse),
         (DeleteRecordsRequest, DeleteRecordsResponse),
         (InitProducerIdRequest, InitProducerIdResponse),
+        (DescribeAclsRequest, DescribeAclsResponse),
+        (CreateAclsRequest, CreateAclsResponse),
+        (DeleteAclsRequest, DeleteAclsResponse),
         (DescribeConfigsRequest, DescribeConfigsResponse),
         (AlterConfigsRequest, AlterConfigsResponse),
         (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),

@@ -18,6 +18,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
+from compactlog.broker.acl_store import AclFile
+from compactlog.broker.authorizer import StandardAuthorizer
 from compactlog.broker.coordinator.service import GroupCoordinator
 from compactlog.broker.metrics import BrokerMetrics
 from compactlog.broker.node_state import NODE_ID, ProducerIdManager
@@ -174,6 +176,10 @@ class BrokerContext:
         if listener is not None and listener in self.advertised_listeners:
             return self.advertised_listeners[listener]
         return self.host, self.port
+
+    #: The ACLs and their file when ``authorizer.class.name`` is set; None: everything allowed.
+    authorizer: StandardAuthorizer | None = None
+    acl_file: AclFile | None = None
 
     @property
     def groups_enabled(self) -> bool:

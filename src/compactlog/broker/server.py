@@ -49,6 +49,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from compactlog.broker.acl_store import load_authorizer
 from compactlog.broker.admin import AdminRoutes
 from compactlog.broker.connection import Connection
 from compactlog.broker.context import BrokerContext
@@ -268,6 +269,10 @@ class Broker:
         store = logs.store
         cluster_id = load_cluster_id(store, settings.node_id)
         producer_ids = ProducerIdManager.load(store)
+        authorizer, acl_file = load_authorizer(
+            store.fs, store.path, settings.authorizer_enabled, settings.super_users,
+            settings.allow_everyone_if_no_acl_found,
+        )  # fmt: skip
         self._stopped = asyncio.Event()
         self._group_wakeup = asyncio.Event()
         ctx = BrokerContext(
@@ -281,6 +286,8 @@ class Broker:
             load_groups=self._load_groups,
             node_id=settings.node_id,
             on_group_request=self._group_wakeup.set,
+            authorizer=authorizer,
+            acl_file=acl_file,
         )
         ctx.scram = ScramCredentials.load(store.fs, store.path)
         self.ctx = ctx

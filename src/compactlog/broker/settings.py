@@ -9,7 +9,9 @@ Each name belongs to exactly one of:
 * the **group coordinator**: :data:`GROUP_SETTINGS` (``group.*``, ``offsets.*``,
   ``offset.metadata.max.bytes``), read by :meth:`GroupCoordinatorConfig.from_properties`;
 * the **broker** itself: :data:`BROKER_SETTINGS` (its node id, auto-creation, partitions of
-  auto-created topics, and the limits of :mod:`compactlog.broker.limits`).
+  auto-created topics, the limits of :mod:`compactlog.broker.limits`, and authorization:
+  ``authorizer.class.name``, ``super.users``, ``allow.everyone.if.no.acl.found``, read by
+  :mod:`compactlog.broker.authorizer`).
 
 A name in none of them is a :class:`~compactlog.errors.ConfigError` naming it, raised when the
 broker starts, before anything is bound or opened. Values may be Kafka's strings (``"true"``,
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
+from compactlog.broker.authorizer import AUTHORIZER_CLASS_NAME, parse_super_users
 from compactlog.broker.coordinator.config import GroupCoordinatorConfig
 from compactlog.broker.limits import (
     DEFAULT_CONNECTIONS_MAX_IDLE_MS,
@@ -97,6 +100,14 @@ _BROKER_DEFS: Final = (
               "before it is closed (Kafka's connection.failed.authentication.delay.ms, for "
               "malformed requests): a client that floods bad requests waits instead of costing "
               "the well-behaved ones their latency. 0 closes at once.", Range(0, 10_000)),
+    ConfigDef("authorizer.class.name", "string", "",
+              "The authorizer: empty for none (every request is allowed), or "
+              f"{AUTHORIZER_CLASS_NAME} for Kafka's ACLs (CreateAcls, kafka-acls)."),
+    ConfigDef("super.users", "string", "",
+              "Principals allowed everything whatever the ACLs, separated by semicolons "
+              "(User:admin;User:ops)."),
+    ConfigDef("allow.everyone.if.no.acl.found", "boolean", False,
+              "Allow a request on a resource that no ACL applies to (default: deny)."),
     ConfigDef("fetch.max.bytes", "int", DEFAULT_FETCH_MAX_BYTES,
               "The most one Fetch response carries (beyond its first batch, which is always "
               "returned whole).", at_least(1024)),
@@ -188,6 +199,10 @@ class BrokerSettings:
     _explicit: frozenset[str]
     #: Listeners, TLS, SASL (:mod:`compactlog.broker.security.config`).
     security: SecuritySettings = field(default_factory=SecuritySettings)
+    #: ACLs are enforced (``authorizer.class.name`` names Kafka's StandardAuthorizer).
+    authorizer_enabled: bool = False
+    super_users: frozenset[str] = frozenset()
+    allow_everyone_if_no_acl_found: bool = False
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any] | None = None) -> BrokerSettings:
@@ -237,6 +252,15 @@ class BrokerSettings:
                 "max.connections.per.ip can be set to zero only if "
                 "max.connections.per.ip.overrides property is set."
             )
+        authorizer_class = str(values["authorizer.class.name"]).strip()
+        if authorizer_class not in ("", AUTHORIZER_CLASS_NAME):
+            raise ConfigError(
+                f"Invalid value {authorizer_class!r} for configuration authorizer.class.name: "
+                f"compactlog implements only {AUTHORIZER_CLASS_NAME} (or empty for none)"
+            )
+        super_users = parse_super_users(str(values["super.users"]))
+        # The listeners' safe-by-default check needs to know whether ACLs are enforced.
+        security_config["authorizer.class.name"] = authorizer_class
         limits = Limits(
             socket_request_max_bytes=number("socket.request.max.bytes"),
             max_connections=number("max.connections"),
@@ -258,6 +282,9 @@ class BrokerSettings:
             _values=MappingProxyType(values),
             _explicit=explicit | frozenset(group_values),
             security=SecuritySettings.from_mapping(security_config),
+            authorizer_enabled=bool(authorizer_class),
+            super_users=super_users,
+            allow_everyone_if_no_acl_found=bool(values["allow.everyone.if.no.acl.found"]),
         )
 
     @property

@@ -130,6 +130,9 @@ _KAFKA_ROOT_FILES: Final = frozenset({META_PROPERTIES, "bootstrap.checkpoint"})
 _BROKER_ROOT_FILES: Final = frozenset(
     {"compactlog-producer-ids.json", "compactlog-scram-credentials.json"}
 )
+#: The broker's ACLs (:mod:`compactlog.broker.acl_store`): named here so that the scan of a data
+#: directory knows the file (the broker sits above storage and cannot be asked).
+ACLS_FILE: Final = "compactlog-acls.json"
 
 
 @dataclass
@@ -527,6 +530,7 @@ def verify_data_dir(path: str) -> VerifyReport:
                 TOPICS_FILE,
                 LOCK_FILE,
                 CLEAN_SHUTDOWN_FILE,
+                ACLS_FILE,
                 *_KAFKA_ROOT_FILES,
                 *_BROKER_ROOT_FILES,
             ):
@@ -620,6 +624,7 @@ def verify_data_dir(path: str) -> VerifyReport:
 
 
 __all__ = [
+    "ACLS_FILE",
     "Problem",
     "VerifyReport",
     "verify_data_dir",

@@ -17,6 +17,10 @@ single-node Kafka 4.4 broker answers, as measured.
 * DescribeLogDirs v1-v5: the data directory, with the size of each partition asked (every
   partition for a null list; partitions that do not exist are left out), no lag, no future
   replica, and from v4 the file system's total and usable bytes.
+
+Authorization (with ``authorizer.class.name`` set): each API first checks what Kafka 4.4's
+``KafkaApis`` / ``ControllerApis`` check for it, through :mod:`compactlog.broker.access`, and
+answers a refusal field for field as Kafka does (tests/kafka/test_acls_vs_kafka.py).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import os
 from collections.abc import Iterator
 
 from compactlog import errors as codes
+from compactlog.broker.access import authorize_cluster, authorized_operations, filter_authorized
+from compactlog.broker.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.handlers.metadata import (
     CLUSTER_OPERATIONS,
@@ -92,12 +98,21 @@ async def handle_describe_cluster(ctx: BrokerContext, request: Request, peer: Pe
                 "is_fenced": False,
             }
         ],
-        cluster_authorized_operations=(
-            CLUSTER_OPERATIONS
-            if req.include_cluster_authorized_operations
-            else OPERATIONS_NOT_REQUESTED
-        ),
+        cluster_authorized_operations=_cluster_operations(ctx, request, peer),
     )
+
+
+def _cluster_operations(ctx: BrokerContext, request: Request, peer: Peer) -> int:
+    """What ``include_cluster_authorized_operations`` asks: every operation without an
+    authorizer; with one, the peer's, or 0 without DESCRIBE on the cluster (Kafka's
+    ``AuthHelper.computeDescribeClusterResponse``)."""
+    if not request.body.include_cluster_authorized_operations:
+        return OPERATIONS_NOT_REQUESTED
+    if ctx.authorizer is None:
+        return CLUSTER_OPERATIONS
+    if not authorize_cluster(ctx, request, peer, AclOperation.DESCRIBE):
+        return 0
+    return authorized_operations(ctx, peer, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 # --- DescribeTopicPartitions -------------------------------------------------------------------
@@ -148,6 +163,20 @@ async def handle_describe_topic_partitions(
                 next_cursor=None,
             )
         start, first = names.index(cursor.topic_name), cursor.partition_index
+    # DESCRIBE on each topic from the cursor on: a topic asked by name that may not be
+    # described is TOPIC_AUTHORIZATION_FAILED after the others; with no names, left out.
+    denied: list[Struct] = []
+    if ctx.authorizer is not None:
+        allowed = filter_authorized(
+            ctx, request, peer, AclOperation.DESCRIBE, ResourceType.TOPIC, names[start:]
+        )
+        if req.topics:
+            denied = [
+                _topic_error(n, codes.TOPIC_AUTHORIZATION_FAILED, OPERATIONS_NOT_REQUESTED)
+                for n in names[start:]
+                if n not in allowed
+            ]
+        names = names[:start] + [n for n in names[start:] if n in allowed]
     remaining = max(1, min(req.response_partition_limit, MAX_RESPONSE_PARTITIONS))
     topics: list[Struct] = []
     next_cursor = None
@@ -161,7 +190,7 @@ async def handle_describe_topic_partitions(
                 if is_valid_topic_name(name)
                 else codes.INVALID_TOPIC_EXCEPTION
             )
-            topics.append(_topic_error(name, error, TOPIC_OPERATIONS))
+            topics.append(_topic_error(name, error, _topic_operations(ctx, peer, name)))
             first = 0
             continue
         info = store.topic_info(name)
@@ -175,7 +204,7 @@ async def handle_describe_topic_partitions(
                 topic_id=topic_uuid(info.topic_id),
                 is_internal=name in INTERNAL_TOPICS,
                 partitions=[_partition(ctx, p) for p in taken],
-                topic_authorized_operations=TOPIC_OPERATIONS,
+                topic_authorized_operations=_topic_operations(ctx, peer, name),
             )
         )
         if len(taken) < len(wanted):
@@ -183,14 +212,33 @@ async def handle_describe_topic_partitions(
             break
         first = 0
     return DescribeTopicPartitionsResponse(
-        throttle_time_ms=0, topics=topics, next_cursor=next_cursor
+        throttle_time_ms=0, topics=topics + denied, next_cursor=next_cursor
     )
+
+
+def _topic_operations(ctx: BrokerContext, peer: Peer, name: str) -> int:
+    if ctx.authorizer is None:
+        return TOPIC_OPERATIONS
+    return authorized_operations(ctx, peer, ResourceType.TOPIC, name)
 
 
 # --- ListPartitionReassignments ----------------------------------------------------------------
 async def handle_list_partition_reassignments(
     ctx: BrokerContext, request: Request, peer: Peer
 ) -> Struct:
+    if not authorize_cluster(ctx, request, peer, AclOperation.DESCRIBE):
+        return ListPartitionReassignmentsResponse(
+            throttle_time_ms=0,
+            error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
+            error_message="Cluster authorization failed.",
+            topics=[
+                {
+                    "name": t.name,
+                    "partitions": [{"partition_index": p} for p in t.partition_indexes],
+                }
+                for t in request.body.topics or ()
+            ],
+        )
     return ListPartitionReassignmentsResponse(
         throttle_time_ms=0, error_code=codes.NONE, error_message=None, topics=[]
     )
@@ -211,6 +259,10 @@ def _partitions_asked(ctx: BrokerContext, req: Struct) -> Iterator[tuple[str, li
 
 
 async def handle_describe_log_dirs(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    if not authorize_cluster(ctx, request, peer, AclOperation.DESCRIBE):
+        return DescribeLogDirsResponse(
+            throttle_time_ms=0, error_code=codes.CLUSTER_AUTHORIZATION_FAILED, results=[]
+        )
     store = ctx.store
     topics = []
     for name, partitions in _partitions_asked(ctx, request.body):

@@ -21,6 +21,10 @@ Nothing is applied unless the whole resource is valid; ``validate_only`` changes
   key given twice and a null value (INVALID_REQUEST), the topic (UNKNOWN_TOPIC_OR_PARTITION), the
   values (INVALID_CONFIG). Broker resources are refused with INVALID_REQUEST: compactlog's broker
   settings are static (Kafka would store a dynamic config).
+
+Authorization (with ``authorizer.class.name`` set): each API first checks what Kafka 4.4's
+``KafkaApis`` / ``ControllerApis`` check for it, through :mod:`compactlog.broker.access`, and
+answers a refusal field for field as Kafka does (tests/kafka/test_acls_vs_kafka.py).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compactlog import errors as codes
+from compactlog.broker.access import authorize
+from compactlog.broker.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.errors import (
     CompactlogError,
@@ -191,12 +197,62 @@ def _describe_result(
     ]
 
 
+#: Config resource types (BROKER_LOGGER, CLIENT_METRICS and GROUP beside TOPIC and BROKER) and
+#: what Kafka authorizes each against, with the error of a denial.
+_BROKER_LOGGER_RESOURCE, _CLIENT_METRICS_RESOURCE, _GROUP_RESOURCE = 8, 16, 32
+_AUTHORIZED_AS: dict[int, tuple[ResourceType, int, str]] = {
+    TOPIC_RESOURCE: (ResourceType.TOPIC, codes.TOPIC_AUTHORIZATION_FAILED,
+                     "Topic authorization failed."),
+    BROKER_RESOURCE: (ResourceType.CLUSTER, codes.CLUSTER_AUTHORIZATION_FAILED,
+                      "Cluster authorization failed."),
+    _BROKER_LOGGER_RESOURCE: (ResourceType.CLUSTER, codes.CLUSTER_AUTHORIZATION_FAILED,
+                              "Cluster authorization failed."),
+    _CLIENT_METRICS_RESOURCE: (ResourceType.CLUSTER, codes.CLUSTER_AUTHORIZATION_FAILED,
+                               "Cluster authorization failed."),
+    _GROUP_RESOURCE: (ResourceType.GROUP, codes.GROUP_AUTHORIZATION_FAILED,
+                      "Group authorization failed."),
+}  # fmt: skip
+
+
+def _denied(
+    ctx: BrokerContext, request: Request, peer: Peer, resource: Struct, operation: AclOperation
+) -> tuple[int, str | None] | None:
+    """The error of a config resource ``peer`` may not describe or alter, or None (Kafka's
+    ``ConfigHelper`` and ``ControllerApis.authorizeAlterResource``). A type Kafka does not
+    know is left to the handler's own refusal."""
+    kind = _AUTHORIZED_AS.get(resource.resource_type)
+    if kind is None:
+        return None
+    resource_type, error, message = kind
+    name = CLUSTER_NAME if resource_type == ResourceType.CLUSTER else str(resource.resource_name)
+    if authorize(ctx, request, peer, operation, resource_type, name):
+        return None
+    if operation == AclOperation.ALTER_CONFIGS and resource.resource_type in (
+        BROKER_RESOURCE, _BROKER_LOGGER_RESOURCE,
+    ):  # fmt: skip
+        # Kafka's broker refuses these itself (ConfigAdminManager.preprocess), with no message.
+        return error, None
+    return error, message
+
+
 async def handle_describe_configs(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     req = request.body
     results = []
     for resource in req.resources:
         keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
         error, message, configs = codes.NONE, "", []
+        denied = _denied(ctx, request, peer, resource, AclOperation.DESCRIBE_CONFIGS)
+        if denied is not None:
+            results.append(
+                {
+                    "error_code": denied[0],
+                    "error_message": denied[1],
+                    "resource_type": resource.resource_type,
+                    "resource_name": resource.resource_name,
+                    "configs": [],
+                }
+            )
+            continue
         try:
             described = _describe_resource(ctx, resource)
             configs = _describe_result(
@@ -288,12 +344,18 @@ def _incremental_alter(ctx: BrokerContext, resource: Struct, validate_only: bool
     logger.info("altered the configs of topic %s", name)
 
 
-def _alter_responses(ctx: BrokerContext, req: Struct, incremental: bool) -> list[dict[str, object]]:
+def _alter_responses(
+    ctx: BrokerContext, request: Request, peer: Peer, incremental: bool
+) -> list[dict[str, object]]:
+    req = request.body
     responses: list[dict[str, object]] = []
     for resource in req.resources:
         error, message = codes.NONE, None
+        denied = _denied(ctx, request, peer, resource, AclOperation.ALTER_CONFIGS)
         try:
-            if incremental:
+            if denied is not None:
+                error, message = denied
+            elif incremental:
                 _incremental_alter(ctx, resource, bool(req.validate_only))
             else:
                 _alter(ctx, resource, bool(req.validate_only))
@@ -311,12 +373,12 @@ def _alter_responses(ctx: BrokerContext, req: Struct, incremental: bool) -> list
 
 
 async def handle_alter_configs(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
-    responses = _alter_responses(ctx, request.body, incremental=False)
+    responses = _alter_responses(ctx, request, peer, incremental=False)
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
 async def handle_incremental_alter_configs(
     ctx: BrokerContext, request: Request, peer: Peer
 ) -> Struct:
-    responses = _alter_responses(ctx, request.body, incremental=True)
+    responses = _alter_responses(ctx, request, peer, incremental=True)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

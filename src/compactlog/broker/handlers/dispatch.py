@@ -6,6 +6,11 @@ from collections.abc import Awaitable, Callable
 
 from compactlog import errors as codes
 from compactlog.broker.context import BrokerContext, Peer
+from compactlog.broker.handlers.acls import (
+    handle_create_acls,
+    handle_delete_acls,
+    handle_describe_acls,
+)
 from compactlog.broker.handlers.cluster import (
     handle_describe_cluster,
     handle_describe_log_dirs,
@@ -81,6 +86,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_TOPICS: handle_delete_topics,
     ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
+    ApiKey.CREATE_ACLS: handle_create_acls,
+    ApiKey.DELETE_ACLS: handle_delete_acls,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,

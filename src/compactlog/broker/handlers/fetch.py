@@ -37,6 +37,10 @@ that timestamp. Nothing found: offset and timestamp -1. A special timestamp olde
 version that introduced it, or one below -6, is UNSUPPORTED_VERSION. From v4 the answer carries
 the leader epoch of the offset (0, the only epoch; -1 with offset -1) and the request's current
 leader epoch is checked as Fetch checks it. A partition asked twice is INVALID_REQUEST.
+
+Authorization (with ``authorizer.class.name`` set): each API first checks what Kafka 4.4's
+``KafkaApis`` / ``ControllerApis`` check for it, through :mod:`compactlog.broker.access`, and
+answers a refusal field for field as Kafka does (tests/kafka/test_acls_vs_kafka.py).
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ import logging
 import struct
 
 from compactlog import errors as codes
+from compactlog.broker.access import filter_authorized
+from compactlog.broker.authorizer import AclOperation, ResourceType
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.handlers.metadata import LEADER_EPOCH
 from compactlog.errors import CompactlogError, CorruptRecordError, StorageError
@@ -107,6 +113,9 @@ class _Read:
         self.topics: list[dict[str, object]] = []
         self.bytes = 0
         self.errors = 0
+        #: Partitions of topics the peer may not read (answered at once, but no reason to
+        #: stop waiting for the others, as in Kafka).
+        self.denied = 0
         self.chunks: list[bytes] = []
 
 
@@ -117,7 +126,7 @@ def _error_partition(index: int, error_code: int) -> Struct:
     )  # fmt: skip
 
 
-def _read_once(ctx: BrokerContext, req: Struct, max_bytes: int) -> _Read:
+def _read_once(ctx: BrokerContext, req: Struct, max_bytes: int, readable: set[str]) -> _Read:
     result = _Read()
     remaining = max_bytes
     min_one_batch = True  # KIP-74: until a partition returned data
@@ -125,6 +134,18 @@ def _read_once(ctx: BrokerContext, req: Struct, max_bytes: int) -> _Read:
     for topic in req.topics:
         partitions = []
         for p in topic.partitions:
+            if topic.topic not in readable:
+                # Kafka answers a refused partition with an empty (not null) list of aborted
+                # transactions, unlike its other errors (measured against Kafka 4.4).
+                partitions.append(
+                    FetchResponse.FetchableTopicResponse.PartitionData(
+                        partition_index=p.partition, error_code=codes.TOPIC_AUTHORIZATION_FAILED,
+                        high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+                        aborted_transactions=[], records=b"",
+                    )
+                )  # fmt: skip
+                result.denied += 1
+                continue
             error = _leader_epoch_error(p.current_leader_epoch)
             if error != codes.NONE:
                 partitions.append(_error_partition(p.partition, error))
@@ -181,20 +202,24 @@ async def handle_fetch(ctx: BrokerContext, request: Request, peer: Peer) -> Stru
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
     partitions = _fetched_partitions(req)
+    readable = filter_authorized(
+        ctx, request, peer, AclOperation.READ, ResourceType.TOPIC, (t.topic for t in req.topics)
+    )
     while True:
-        result = _read_once(ctx, req, max_bytes)
+        result = _read_once(ctx, req, max_bytes, readable)
         remaining_s = deadline - loop.time()
         if (
             result.errors
             or result.bytes >= min_bytes
             or remaining_s <= 0
             or not partitions
+            or result.denied == len(partitions)
             or ctx.stopping
         ):
             break
         await ctx.waiters.wait(partitions, remaining_s)
     metrics.bytes_out += result.bytes
-    metrics.failed_fetch_partitions += result.errors
+    metrics.failed_fetch_partitions += result.errors + result.denied
     metrics.fetch_records += sum(_count_records(chunk) for chunk in result.chunks)
     return FetchResponse(
         throttle_time_ms=0, error_code=codes.NONE, session_id=0, responses=result.topics
@@ -258,7 +283,25 @@ def _list_offsets_topic(ctx: BrokerContext, topic: Struct, version: int) -> dict
 
 async def handle_list_offsets(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     req = request.body
+    described = filter_authorized(
+        ctx, request, peer, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in req.topics)
+    )
+    entry = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
     return ListOffsetsResponse(
         throttle_time_ms=0,
-        topics=[_list_offsets_topic(ctx, topic, request.api_version) for topic in req.topics],
+        topics=[
+            _list_offsets_topic(ctx, topic, request.api_version)
+            if topic.name in described
+            else {
+                "name": topic.name,
+                "partitions": [
+                    entry(
+                        partition_index=p.partition_index,
+                        error_code=codes.TOPIC_AUTHORIZATION_FAILED,
+                    )
+                    for p in topic.partitions
+                ],
+            }
+            for topic in req.topics
+        ],
     )

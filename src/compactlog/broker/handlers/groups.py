@@ -24,15 +24,27 @@ next deadline.
 * OffsetCommit v2-v3: a partition of a topic that does not exist is answered
   UNKNOWN_TOPIC_OR_PARTITION by the handler, as Kafka's request handler does; the others go to the
   coordinator. OffsetFetch v1 has no top-level error: a group error is put on every partition.
+
+Authorization (with ``authorizer.class.name`` set): each API first checks what Kafka 4.4's
+``KafkaApis`` / ``ControllerApis`` check for it, through :mod:`compactlog.broker.access`, and
+answers a refusal field for field as Kafka does (tests/kafka/test_acls_vs_kafka.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import TypeVar
 
 from compactlog import errors as codes
+from compactlog.broker.access import (
+    authorize,
+    authorize_cluster,
+    authorized_operations,
+    filter_authorized,
+)
+from compactlog.broker.authorizer import AclOperation, ResourceType
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.coordinator.api import DescribedGroup, ListedGroup, PartitionResult
 from compactlog.broker.coordinator.classic_group import GroupState
@@ -102,6 +114,23 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request, peer: Pe
             error_message=f"unknown coordinator key type {req.key_type}", node_id=-1, host="",
             port=-1,
         )  # fmt: skip
+    denied = None
+    if req.key_type == GROUP_KEY_TYPE and not authorize(
+        ctx, request, peer, AclOperation.DESCRIBE, ResourceType.GROUP, req.key
+    ):
+        denied = (codes.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
+    elif req.key_type == TRANSACTION_KEY_TYPE and not authorize(
+        ctx, request, peer, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, req.key
+    ):
+        denied = (
+            codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "Transactional Id authorization failed.",
+        )
+    if denied is not None:
+        return FindCoordinatorResponse(
+            throttle_time_ms=0, error_code=denied[0], error_message=denied[1], node_id=-1,
+            host="", port=-1,
+        )  # fmt: skip
     if req.key_type == GROUP_KEY_TYPE:
         try:
             ctx.coordinator()  # creates __consumer_offsets on first use, as Kafka does
@@ -117,8 +146,21 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request, peer: Pe
     )  # fmt: skip
 
 
+def _may_read_group(ctx: BrokerContext, request: Request, peer: Peer) -> bool:
+    """READ on the request's group: what JoinGroup, SyncGroup, Heartbeat, LeaveGroup and
+    OffsetCommit need (GROUP_AUTHORIZATION_FAILED otherwise)."""
+    return authorize(
+        ctx, request, peer, AclOperation.READ, ResourceType.GROUP, request.body.group_id
+    )
+
+
 async def handle_join_group(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     req = request.body
+    if not _may_read_group(ctx, request, peer):
+        return JoinGroupResponse(
+            throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED, generation_id=-1,
+            protocol_name="", leader="", member_id="", members=[],
+        )  # fmt: skip
     pending = ctx.coordinator().join_group(
         req.group_id,
         req.member_id,
@@ -152,6 +194,10 @@ async def handle_join_group(ctx: BrokerContext, request: Request, peer: Peer) ->
 
 async def handle_sync_group(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     req = request.body
+    if not _may_read_group(ctx, request, peer):
+        return SyncGroupResponse(
+            throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED, assignment=b""
+        )
     pending = ctx.coordinator().sync_group(
         req.group_id,
         req.generation_id,
@@ -167,6 +213,8 @@ async def handle_sync_group(ctx: BrokerContext, request: Request, peer: Peer) ->
 
 async def handle_heartbeat(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     req = request.body
+    if not _may_read_group(ctx, request, peer):
+        return HeartbeatResponse(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED)
     error = ctx.coordinator().heartbeat(req.group_id, req.generation_id, req.member_id)
     ctx.on_group_request()
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)
@@ -174,6 +222,8 @@ async def handle_heartbeat(ctx: BrokerContext, request: Request, peer: Peer) -> 
 
 async def handle_leave_group(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     req = request.body
+    if not _may_read_group(ctx, request, peer):
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=codes.GROUP_AUTHORIZATION_FAILED)
     result = ctx.coordinator().leave_group(req.group_id, [(req.member_id, None)])
     ctx.on_group_request()
     error = result.error_code
@@ -184,19 +234,34 @@ async def handle_leave_group(ctx: BrokerContext, request: Request, peer: Peer) -
 
 async def handle_offset_commit(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     req = request.body
-    known = set(ctx.store.topics())
-    offsets = [
-        (t.name, p.partition_index, p.committed_offset, -1, p.committed_metadata)
-        for t in req.topics
-        if t.name in known
-        for p in t.partitions
-    ]
-    results = ctx.coordinator().commit_offsets(
-        req.group_id, req.generation_id_or_member_epoch, req.member_id, req.retention_time_ms,
-        offsets,
-    )  # fmt: skip
-    ctx.on_group_request()
-    errors = {(r.topic, r.partition): r.error_code for r in results}
+    errors: dict[tuple[str, int], int] = {}
+    if not _may_read_group(ctx, request, peer):
+        errors = {
+            (t.name, p.partition_index): codes.GROUP_AUTHORIZATION_FAILED
+            for t in req.topics
+            for p in t.partitions
+        }
+    else:
+        readable = filter_authorized(
+            ctx, request, peer, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics)
+        )
+        known = set(ctx.store.topics())
+        for t in req.topics:
+            if t.name not in readable:
+                for p in t.partitions:
+                    errors[(t.name, p.partition_index)] = codes.TOPIC_AUTHORIZATION_FAILED
+        offsets = [
+            (t.name, p.partition_index, p.committed_offset, -1, p.committed_metadata)
+            for t in req.topics
+            if t.name in known and t.name in readable
+            for p in t.partitions
+        ]
+        results = ctx.coordinator().commit_offsets(
+            req.group_id, req.generation_id_or_member_epoch, req.member_id,
+            req.retention_time_ms, offsets,
+        )  # fmt: skip
+        ctx.on_group_request()
+        errors.update({(r.topic, r.partition): r.error_code for r in results})
     return OffsetCommitResponse(
         throttle_time_ms=0,
         topics=[
@@ -219,15 +284,41 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request, peer: Peer)
 
 async def handle_offset_fetch(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     req = request.body
+    top_level = request.api_version >= 2
+    by_topic: dict[str, list[dict[str, object]]] = {}
+    if not authorize(ctx, request, peer, AclOperation.DESCRIBE, ResourceType.GROUP, req.group_id):
+        error = codes.GROUP_AUTHORIZATION_FAILED
+        if not top_level:  # v1 has no top-level error: on every partition asked for
+            for t in req.topics or ():
+                by_topic[t.name] = [
+                    {"partition_index": p, "committed_offset": -1, "metadata": "",
+                     "error_code": error}
+                    for p in t.partition_indexes
+                ]  # fmt: skip
+        return OffsetFetchResponse(
+            throttle_time_ms=0,
+            topics=[{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+            error_code=error,
+        )
+    # Offsets of topics the peer may not describe are not shown: left out of an all-topics
+    # fetch, TOPIC_AUTHORIZATION_FAILED for topics asked by name (after the group's answer).
+    describable = filter_authorized(
+        ctx, request, peer, AclOperation.DESCRIBE, ResourceType.TOPIC,
+        (t.name for t in req.topics or ()),
+    )  # fmt: skip
     wanted = (
         None
         if req.topics is None
-        else [(t.name, p) for t in req.topics for p in t.partition_indexes]
+        else [(t.name, p) for t in req.topics if t.name in describable for p in t.partition_indexes]
     )
     result = ctx.coordinator().fetch_offsets(req.group_id, wanted)
     ctx.on_group_request()
-    top_level = request.api_version >= 2
-    by_topic: dict[str, list[dict[str, object]]] = {}
+    if req.topics is None and ctx.authorizer is not None:
+        shown = filter_authorized(
+            ctx, request, peer, AclOperation.DESCRIBE, ResourceType.TOPIC,
+            (p.topic for p in result.partitions), log_if_denied=True,
+        )  # fmt: skip
+        result = replace(result, partitions=tuple(p for p in result.partitions if p.topic in shown))
     if not top_level and result.error_code != codes.NONE and not result.partitions:
         for topic, partition in wanted or ():
             by_topic.setdefault(topic, []).append(
@@ -246,6 +337,14 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request, peer: Peer) 
                 "error_code": error,
             }
         )
+    if result.error_code == codes.NONE or not top_level:
+        for t in req.topics or ():
+            if t.name not in describable:
+                by_topic[t.name] = [
+                    {"partition_index": p, "committed_offset": -1, "metadata": "",
+                     "error_code": codes.TOPIC_AUTHORIZATION_FAILED}
+                    for p in t.partition_indexes
+                ]  # fmt: skip
     return OffsetFetchResponse(
         throttle_time_ms=0,
         topics=[{"name": name, "partitions": parts} for name, parts in by_topic.items()],
@@ -261,6 +360,14 @@ async def handle_list_groups(ctx: BrokerContext, request: Request, peer: Peer) -
     )
     types = {t.lower() for t in req.types_filter}
     ctx.on_group_request()
+    if ctx.authorizer is not None and not authorize_cluster(
+        ctx, request, peer, AclOperation.DESCRIBE, log_if_denied=False
+    ):  # Kafka: DESCRIBE on the cluster lists every group, else the groups one may describe
+        visible = filter_authorized(
+            ctx, request, peer, AclOperation.DESCRIBE, ResourceType.GROUP,
+            (g.group_id for g in groups), log_if_denied=False,
+        )  # fmt: skip
+        groups = [g for g in groups if g.group_id in visible]
     return ListGroupsResponse(
         throttle_time_ms=0,
         error_code=codes.NONE,
@@ -278,13 +385,24 @@ async def handle_list_groups(ctx: BrokerContext, request: Request, peer: Peer) -
 
 
 async def handle_describe_groups(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
-    names = list(request.body.groups)
+    asked = list(request.body.groups)
+    allowed = filter_authorized(
+        ctx, request, peer, AclOperation.DESCRIBE, ResourceType.GROUP, asked
+    )
+    names = [name for name in asked if name in allowed]
     described = (
         [DescribedGroup(codes.NONE, name, GroupState.DEAD.value) for name in names]
         if ctx.groups is None
         else ctx.groups.describe_groups(names)
     )
     ctx.on_group_request()
+    denied = [
+        {"error_code": codes.GROUP_AUTHORIZATION_FAILED, "error_message": None, "group_id": name,
+         "group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
+        for name in asked
+        if name not in allowed
+    ]  # fmt: skip
+    with_operations = bool(request.body.include_authorized_operations)
     # v6+ (KIP-1043): a group that does not exist is an error, not an empty "Dead" group.
     not_found = request.api_version >= 6
     return DescribeGroupsResponse(
@@ -312,14 +430,22 @@ async def handle_describe_groups(ctx: BrokerContext, request: Request, peer: Pee
                     }
                     for m in g.members
                 ],
+                "authorized_operations": authorized_operations(
+                    ctx, peer, ResourceType.GROUP, g.group_id
+                )
+                if with_operations and g.error_code == codes.NONE
+                else -(2**31),
             }
             for g in described
-        ],
+        ]
+        + denied,
     )
 
 
 async def handle_delete_groups(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
-    names = list(dict.fromkeys(request.body.groups_names))
+    asked = list(dict.fromkeys(request.body.groups_names))
+    allowed = filter_authorized(ctx, request, peer, AclOperation.DELETE, ResourceType.GROUP, asked)
+    names = [name for name in asked if name in allowed]
     # Before the first group request there is no __consumer_offsets and so no group.
     errors = (
         {name: codes.GROUP_ID_NOT_FOUND for name in names}
@@ -332,7 +458,12 @@ async def handle_delete_groups(ctx: BrokerContext, request: Request, peer: Peer)
             logger.info("deleted group %s", name)
     return DeleteGroupsResponse(
         throttle_time_ms=0,
-        results=[{"group_id": name, "error_code": errors[name]} for name in names],
+        results=[{"group_id": name, "error_code": errors[name]} for name in names]
+        + [
+            {"group_id": name, "error_code": codes.GROUP_AUTHORIZATION_FAILED}
+            for name in asked
+            if name not in allowed
+        ],
     )
 
 
@@ -343,14 +474,24 @@ async def handle_offset_delete(ctx: BrokerContext, request: Request, peer: Peer)
     (INVALID_GROUP_ID, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, or a failed write) replaces the
     whole answer, as Kafka's ``OffsetDeleteResponse.Builder.merge`` does."""
     req = request.body
+    if not authorize(ctx, request, peer, AclOperation.DELETE, ResourceType.GROUP, req.group_id):
+        return OffsetDeleteResponse(
+            error_code=codes.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[]
+        )
+    readable = filter_authorized(
+        ctx, request, peer, AclOperation.READ, ResourceType.TOPIC, (t.name for t in req.topics)
+    )
     store = ctx.store
     known = set(store.topics())
     unknown: dict[str, list[int]] = {}
+    unauthorized: dict[str, list[int]] = {}
     wanted: list[tuple[str, int]] = []
     for t in req.topics:
         for p in t.partitions:
             index = p.partition_index
-            if t.name in known and 0 <= index < store.partitions(t.name):
+            if t.name not in readable:
+                unauthorized.setdefault(t.name, []).append(index)
+            elif t.name in known and 0 <= index < store.partitions(t.name):
                 wanted.append((t.name, index))
             else:
                 unknown.setdefault(t.name, []).append(index)
@@ -365,6 +506,10 @@ async def handle_offset_delete(ctx: BrokerContext, request: Request, peer: Peer)
     if error != codes.NONE:
         return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])
     by_topic: dict[str, list[dict[str, int]]] = {}
+    for name, indexes in unauthorized.items():
+        by_topic[name] = [
+            {"partition_index": i, "error_code": codes.TOPIC_AUTHORIZATION_FAILED} for i in indexes
+        ]
     for name, indexes in unknown.items():
         by_topic[name] = [
             {"partition_index": i, "error_code": codes.UNKNOWN_TOPIC_OR_PARTITION} for i in indexes

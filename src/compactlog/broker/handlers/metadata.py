@@ -18,8 +18,9 @@ would refuse. Internal topics are never auto-created.
 
 Topics may be asked for by id (v12+, a null name): as in Kafka, once one topic of the request
 has an id the names are ignored, and an id that names no topic is UNKNOWN_TOPIC_ID with a null
-name. Authorized operations (v8+) are answered as Kafka answers without an authorizer: every
-operation, when asked for.
+name. Authorized operations (v8+) are every operation without an authorizer, as Kafka answers;
+with one, what the peer may do. With an authorizer, topics are checked as Kafka's
+``handleTopicMetadataRequest`` checks them (see :func:`handle_metadata`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import logging
 import uuid
 
 from compactlog import errors as codes
+from compactlog.broker.access import authorize_cluster, authorized_operations, filter_authorized
+from compactlog.broker.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from compactlog.errors import CompactlogError, InvalidTopicError, TopicExistsError
@@ -190,17 +193,64 @@ async def handle_metadata(ctx: BrokerContext, request: Request, peer: Peer) -> S
     operations = (
         TOPIC_OPERATIONS if req.include_topic_authorized_operations else OPERATIONS_NOT_REQUESTED
     )
+    denied: list[Struct] = []
     if req.topics is not None and any(t.topic_id != ZERO_UUID for t in req.topics):
         topics = _topics_by_id(ctx, [t.topic_id for t in req.topics], operations)
+        if ctx.authorizer is not None:
+            # Topic ids are not secret: an unauthorized one is TOPIC_AUTHORIZATION_FAILED with
+            # its id and no name, as Kafka answers.
+            names = [t.name for t in topics if t.error_code == codes.NONE]
+            allowed = filter_authorized(
+                ctx, request, peer, AclOperation.DESCRIBE, ResourceType.TOPIC, names
+            )
+            denied = [
+                _error_entry(None, codes.TOPIC_AUTHORIZATION_FAILED, t.topic_id)
+                for t in topics
+                if t.error_code == codes.NONE and t.name not in allowed
+            ]
+            topics = [t for t in topics if t.error_code != codes.NONE or t.name in allowed]
     else:
         existing = set(ctx.store.topics())
-        if req.topics is None:
+        all_topics = req.topics is None
+        if all_topics:
             names = sorted(existing)
         else:
             names = list(dict.fromkeys(t.name or "" for t in req.topics))
         allow_auto_create = bool(req.allow_auto_topic_creation) and (
             ctx.settings.auto_create_topics_enable
         )
+        if ctx.authorizer is not None:
+            # Kafka's order: DESCRIBE on each topic (an all-topics request leaves the others out,
+            # a named one answers TOPIC_AUTHORIZATION_FAILED without saying whether it exists),
+            # then CREATE on the cluster or the topic for the ones to auto-create.
+            allowed = filter_authorized(
+                ctx, request, peer, AclOperation.DESCRIBE, ResourceType.TOPIC, names,
+                log_if_denied=not all_topics,
+            )  # fmt: skip
+            if not all_topics:
+                denied = [
+                    _error_entry(n, codes.TOPIC_AUTHORIZATION_FAILED)
+                    for n in names
+                    if n not in allowed
+                ]
+            names = [n for n in names if n in allowed]
+            missing = [n for n in names if n not in existing]
+            if (
+                allow_auto_create
+                and missing
+                and not authorize_cluster(
+                    ctx, request, peer, AclOperation.CREATE, log_if_denied=False
+                )
+            ):
+                creatable = filter_authorized(
+                    ctx, request, peer, AclOperation.CREATE, ResourceType.TOPIC, missing
+                )
+                denied = [
+                    _error_entry(n, codes.TOPIC_AUTHORIZATION_FAILED)
+                    for n in missing
+                    if n not in creatable
+                ] + denied
+                names = [n for n in names if n in existing or n in creatable]
         topics = [
             _topic_entry(ctx, name, operations)
             if name in existing
@@ -208,16 +258,25 @@ async def handle_metadata(ctx: BrokerContext, request: Request, peer: Peer) -> S
             for name in names
         ]
     host, port = ctx.advertised_address()
+    if ctx.authorizer is not None and req.include_topic_authorized_operations:
+        for t in topics:
+            bits = authorized_operations(ctx, peer, ResourceType.TOPIC, t.name or "")
+            setattr(t, "topic_authorized_operations", bits)  # noqa: B010 - a schema field
+    cluster_operations = OPERATIONS_NOT_REQUESTED
+    if req.include_cluster_authorized_operations:
+        cluster_operations = CLUSTER_OPERATIONS
+        if ctx.authorizer is not None:
+            cluster_operations = (
+                authorized_operations(ctx, peer, ResourceType.CLUSTER, CLUSTER_NAME)
+                if authorize_cluster(ctx, request, peer, AclOperation.DESCRIBE)
+                else 0
+            )
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[{"node_id": ctx.node_id, "host": host, "port": port, "rack": None}],
         cluster_id=ctx.cluster_id,
         controller_id=ctx.node_id,
-        topics=topics,
-        cluster_authorized_operations=(
-            CLUSTER_OPERATIONS
-            if req.include_cluster_authorized_operations
-            else OPERATIONS_NOT_REQUESTED
-        ),
+        topics=topics + denied,
+        cluster_authorized_operations=cluster_operations,
         error_code=codes.NONE,
     )

@@ -43,6 +43,10 @@ Answers are Kafka 4.4's controller's, with its messages, because Kafka's tools p
   a broker that is not registered); cancelling (null replicas) is NO_REASSIGNMENT_IN_PROGRESS;
   unknown topics and partitions UNKNOWN_TOPIC_OR_PARTITION with Kafka's messages. Nothing is
   ever in progress, so ListPartitionReassignments (:mod:`.cluster`) lists nothing.
+
+Authorization (with ``authorizer.class.name`` set): each API first checks what Kafka 4.4's
+``KafkaApis`` / ``ControllerApis`` check for it, through :mod:`compactlog.broker.access`, and
+answers a refusal field for field as Kafka does (tests/kafka/test_acls_vs_kafka.py).
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ from __future__ import annotations
 import logging
 
 from compactlog import errors as codes
+from compactlog.broker.access import authorize, authorize_cluster, filter_authorized
+from compactlog.broker.authorizer import AclOperation, ResourceType
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from compactlog.broker.handlers.topics import check_topic_name
@@ -172,11 +178,18 @@ async def handle_create_partitions(ctx: BrokerContext, request: Request, peer: P
         _result(name, codes.INVALID_REQUEST, "Duplicate topic name.")
         for name in dict.fromkeys(t.name for t in req.topics if t.name in duplicated)
     ]
+    alterable = filter_authorized(
+        ctx, request, peer, AclOperation.ALTER, ResourceType.TOPIC,
+        (t.name for t in req.topics if t.name not in duplicated),
+    )  # fmt: skip
     done: set[str] = set()
     for topic in req.topics:
         if topic.name in duplicated or topic.name in done:
             continue
         done.add(topic.name)
+        if topic.name not in alterable:
+            results.append(_result(topic.name, codes.TOPIC_AUTHORIZATION_FAILED, None))
+            continue
         try:
             _grow(ctx, topic, bool(req.validate_only))
         except _Refused as exc:
@@ -192,6 +205,11 @@ async def handle_create_partitions(ctx: BrokerContext, request: Request, peer: P
 # --- DescribeProducers -------------------------------------------------------------------------
 #: Kafka's ``Errors.UNKNOWN_TOPIC_OR_PARTITION.message()``.
 _UNKNOWN_TOPIC_MESSAGE = "This server does not host this topic-partition."
+
+
+#: Kafka's ``Errors.TOPIC_AUTHORIZATION_FAILED.message()`` and its cluster counterpart.
+_TOPIC_DENIED = "Topic authorization failed."
+_CLUSTER_DENIED = "Cluster authorization failed."
 
 
 def _topic_error(ctx: BrokerContext, name: str) -> tuple[int, str] | None:
@@ -233,6 +251,10 @@ async def handle_describe_producers(ctx: BrokerContext, request: Request, peer: 
     topics = []
     for t in request.body.topics:
         error = _topic_error(ctx, t.name)
+        if (error is None or error[0] == codes.UNKNOWN_TOPIC_OR_PARTITION) and not authorize(
+            ctx, request, peer, AclOperation.READ, ResourceType.TOPIC, t.name
+        ):  # Kafka: the name's validity, then READ on the topic, then its existence
+            error = (codes.TOPIC_AUTHORIZATION_FAILED, _TOPIC_DENIED)
         partitions = [
             _producers(ctx, t.name, index)
             if error is None
@@ -269,6 +291,22 @@ async def handle_elect_leaders(ctx: BrokerContext, request: Request, peer: Peer)
     req = request.body
     election_type = req.election_type if request.api_version >= 1 else 0
     asked = req.topic_partitions
+    if not authorize_cluster(ctx, request, peer, AclOperation.ALTER):
+        denied = codes.CLUSTER_AUTHORIZATION_FAILED
+        return ElectLeadersResponse(
+            throttle_time_ms=0,
+            error_code=denied,
+            replica_election_results=[
+                {
+                    "topic": t.topic,
+                    "partition_result": [
+                        {"partition_id": p, "error_code": denied, "error_message": _CLUSTER_DENIED}
+                        for p in t.partitions
+                    ],
+                }
+                for t in asked or ()
+            ],
+        )
     if election_type not in ELECTION_TYPES:
         message = f"Unknown election type {election_type}"
         results = [
@@ -349,6 +387,28 @@ async def handle_alter_partition_reassignments(
     ctx: BrokerContext, request: Request, peer: Peer
 ) -> Struct:
     req = request.body
+    if not authorize_cluster(ctx, request, peer, AclOperation.ALTER):
+        denied = codes.CLUSTER_AUTHORIZATION_FAILED
+        return AlterPartitionReassignmentsResponse(
+            throttle_time_ms=0,
+            allow_replication_factor_change=True,
+            error_code=denied,
+            error_message=_CLUSTER_DENIED,
+            responses=[
+                {
+                    "name": t.name,
+                    "partitions": [
+                        {
+                            "partition_index": target.partition_index,
+                            "error_code": denied,
+                            "error_message": _CLUSTER_DENIED,
+                        }
+                        for target in t.partitions
+                    ],
+                }
+                for t in req.topics
+            ],
+        )
     responses = []
     for t in req.topics:
         partitions = []

@@ -39,6 +39,10 @@ refused with UNSUPPORTED_VERSION (35), the refusal the reliability spec names: c
 transaction coordinator, and the client reports "unsupported version" for its
 ``init_transactions()`` instead of a coordinator that never answers (kafka-python fails at
 once). The refusal is logged. An empty transactional id is INVALID_REQUEST (42), as in Kafka.
+
+Authorization (with ``authorizer.class.name`` set): each API first checks what Kafka 4.4's
+``KafkaApis`` / ``ControllerApis`` check for it, through :mod:`compactlog.broker.access`, and
+answers a refusal field for field as Kafka does (tests/kafka/test_acls_vs_kafka.py).
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ import logging
 import struct
 
 from compactlog import errors as codes
+from compactlog.broker.access import authorize, authorize_cluster, filter_authorized
+from compactlog.broker.authorizer import AclOperation, ResourceType
 from compactlog.broker.context import BrokerContext, CloseConnection, Peer
 from compactlog.broker.refusals import produce_refusal_level, refusal_line
 from compactlog.errors import (
@@ -235,16 +241,38 @@ async def handle_produce(ctx: BrokerContext, request: Request, peer: Peer) -> St
     if req.acks not in VALID_ACKS:
         refusal = codes.INVALID_REQUIRED_ACKS
     elif req.transactional_id is not None:
-        refusal = codes.INVALID_TXN_STATE
+        # Kafka authorizes the transactional id before anything else (KafkaApis): an
+        # unauthorized one fails every partition with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+        if authorize(
+            ctx, request, peer, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+            req.transactional_id,
+        ):  # fmt: skip
+            refusal = codes.INVALID_TXN_STATE
+        else:
+            refusal = codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    writable = filter_authorized(
+        ctx, request, peer, AclOperation.WRITE, ResourceType.TOPIC,
+        (t.name for t in req.topic_data),
+    )  # fmt: skip
     responses = []
     for topic in req.topic_data:
         partitions = []
         for data in topic.partition_data:
-            if refusal is not None:
+            if refusal is None and topic.name not in writable:
+                ctx.metrics.failed_produce_partitions += 1
+                where = f" on partition {topic.name}-{data.index}"
+                _log_refused(
+                    ctx, request, peer, where, codes.TOPIC_AUTHORIZATION_FAILED,
+                    f"{peer.principal} may not WRITE to topic {topic.name}", logging.INFO,
+                )  # fmt: skip
+                partitions.append(_partition_error(data.index, codes.TOPIC_AUTHORIZATION_FAILED))
+            elif refusal is not None:
                 ctx.metrics.failed_produce_partitions += 1
                 where = f" on partition {topic.name}-{data.index}"
                 if refusal == codes.INVALID_REQUIRED_ACKS:
                     reason = f"acks={req.acks}: must be -1, 0 or 1"
+                elif refusal == codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                    reason = f"{peer.principal} may not WRITE transactional id"
                 else:
                     reason = "a transactional id: compactlog has no transactions"
                 _log_refused(ctx, request, peer, where, refusal, reason)
@@ -269,6 +297,28 @@ async def handle_produce(ctx: BrokerContext, request: Request, peer: Peer) -> St
 
 async def handle_init_producer_id(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     req = request.body
+    if req.transactional_id is not None and not authorize(
+        ctx, request, peer, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+        req.transactional_id,
+    ):  # fmt: skip
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            producer_id=-1, producer_epoch=-1,
+        )  # fmt: skip
+    if (
+        req.transactional_id is None
+        and ctx.authorizer is not None
+        and not authorize_cluster(ctx, request, peer, AclOperation.IDEMPOTENT_WRITE,
+                                  log_if_denied=False)
+        and not ctx.authorizer.authorize_by_resource_type(
+            peer.principal, peer.host, AclOperation.WRITE, ResourceType.TOPIC
+        )
+    ):  # fmt: skip
+        # Kafka: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
+            producer_id=-1, producer_epoch=-1,
+        )  # fmt: skip
     if req.transactional_id is not None:
         if req.transactional_id == "":
             error = codes.INVALID_REQUEST

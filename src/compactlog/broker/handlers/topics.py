@@ -28,6 +28,10 @@ print them.
 * DeleteRecords v0-v2: offset -1 means the high watermark; above the high watermark:
   OFFSET_OUT_OF_RANGE; a topic whose ``cleanup.policy`` lacks ``delete``: POLICY_VIOLATION.
   ``low_watermark`` is the new log start offset.
+
+Authorization (with ``authorizer.class.name`` set): each API first checks what Kafka 4.4's
+``KafkaApis`` / ``ControllerApis`` check for it, through :mod:`compactlog.broker.access`, and
+answers a refusal field for field as Kafka does (tests/kafka/test_acls_vs_kafka.py).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ import uuid
 from collections.abc import Iterable
 
 from compactlog import errors as codes
+from compactlog.broker.access import authorize_cluster, filter_authorized
+from compactlog.broker.authorizer import AclOperation, ResourceType
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from compactlog.broker.handlers.configs import client_message, topic_configs
@@ -81,6 +87,7 @@ REPLICATION_FACTOR = 1
 _DELETE_MESSAGES = {
     codes.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
     codes.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
+    codes.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
 }
 
 
@@ -235,8 +242,21 @@ async def _create_topic(
     return partitions, store.topic_config(name), topic_uuid(store.topic_info(name).topic_id)
 
 
-def _created(ctx: BrokerContext, name: str, created: tuple[int, LogConfig, uuid.UUID]) -> Struct:
+def _created(
+    ctx: BrokerContext,
+    name: str,
+    created: tuple[int, LogConfig, uuid.UUID],
+    describable: bool = True,
+) -> Struct:
+    """The result of a created topic; its configs only for a peer that may describe them
+    (else ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED, as Kafka's controller)."""
     partitions, config, topic_id = created
+    if not describable:
+        return CreateTopicsResponse.CreatableTopicResult(
+            name=name, topic_id=topic_id, error_code=codes.NONE, error_message=None,
+            num_partitions=partitions, replication_factor=REPLICATION_FACTOR, configs=[],
+            topic_config_error_code=codes.TOPIC_AUTHORIZATION_FAILED,
+        )  # fmt: skip
     return CreateTopicsResponse.CreatableTopicResult(
         name=name,
         topic_id=topic_id,
@@ -263,10 +283,32 @@ def _failed(name: str, error_code: int, message: str) -> Struct:
     )
 
 
+def _create_authorized(
+    ctx: BrokerContext, request: Request, peer: Peer, names: list[str]
+) -> tuple[set[str], set[str]]:
+    """Which topics ``peer`` may create (CREATE on the cluster, or on the topic) and describe
+    the configs of (DESCRIBE_CONFIGS), as Kafka's ``ControllerApis.createTopics`` asks."""
+    if ctx.authorizer is None:
+        return set(names), set(names)
+    if authorize_cluster(ctx, request, peer, AclOperation.CREATE, log_if_denied=False):
+        creatable = set(names)
+    else:
+        creatable = filter_authorized(
+            ctx, request, peer, AclOperation.CREATE, ResourceType.TOPIC, names
+        )
+    describable = filter_authorized(
+        ctx, request, peer, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names,
+        log_if_denied=False,
+    )  # fmt: skip
+    return creatable, describable
+
+
 async def handle_create_topics(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     req = request.body
     duplicated = _duplicates(t.name for t in req.topics)
     unique = {t.name: t for t in req.topics if t.name not in duplicated}
+    creatable, describable = _create_authorized(ctx, request, peer, list(unique))
+    unique = {name: t for name, t in unique.items() if name in creatable}
     records = sum(_metadata_records(ctx, topic) for topic in unique.values())
     if records > MAX_RECORDS_PER_USER_OP:
         logger.info(
@@ -277,6 +319,8 @@ async def handle_create_topics(ctx: BrokerContext, request: Request, peer: Peer)
         message = "Unable to perform excessively large batch operation."
         refused = [
             _failed(name, codes.POLICY_VIOLATION, message)
+            if name in creatable or name in duplicated
+            else _failed(name, codes.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             for name in dict.fromkeys(t.name for t in req.topics)
         ]
         return CreateTopicsResponse(throttle_time_ms=0, topics=refused)
@@ -289,12 +333,17 @@ async def handle_create_topics(ctx: BrokerContext, request: Request, peer: Peer)
         if topic.name in duplicated:
             results.append(_failed(topic.name, codes.INVALID_REQUEST, "Duplicate topic name."))
             continue
+        if topic.name not in creatable:
+            results.append(
+                _failed(topic.name, codes.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            )
+            continue
         try:
             created = await _create_topic(ctx, topic, bool(req.validate_only))
         except CompactlogError as exc:
             results.append(_failed(topic.name, exc.error_code, client_message(exc)))
             continue
-        results.append(_created(ctx, topic.name, created))
+        results.append(_created(ctx, topic.name, created, topic.name in describable))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
@@ -333,6 +382,22 @@ def _deletion(
     return {"name": name, "topic_id": topic_id, "error_code": error, "error_message": message}
 
 
+def _delete_authorized(
+    ctx: BrokerContext, request: Request, peer: Peer, names: list[str]
+) -> tuple[set[str], set[str]]:
+    """Which topics ``peer`` may describe and delete (DELETE on the cluster allows both), as
+    Kafka's ``ControllerApis.deleteTopics`` asks."""
+    names = [n for n in names if n]
+    if ctx.authorizer is None or authorize_cluster(
+        ctx, request, peer, AclOperation.DELETE, log_if_denied=False
+    ):
+        return set(names), set(names)
+    return (
+        filter_authorized(ctx, request, peer, AclOperation.DESCRIBE, ResourceType.TOPIC, names),
+        filter_authorized(ctx, request, peer, AclOperation.DELETE, ResourceType.TOPIC, names),
+    )
+
+
 async def handle_delete_topics(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     req = request.body
     version = request.api_version
@@ -341,6 +406,11 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request, peer: Peer)
     else:
         wanted = [(name, ZERO_UUID) for name in req.topic_names]
     duplicated = _duplicates(name for name, _ in wanted if name is not None)
+    by_id = topic_ids(ctx) if any(i != ZERO_UUID for _, i in wanted) else {}
+    describable, deletable = _delete_authorized(
+        ctx, request, peer,
+        [name if name is not None else by_id.get(i, "") for name, i in wanted],
+    )  # fmt: skip
     responses = []
     done: set[tuple[str | None, uuid.UUID]] = set()
     for name, topic_id in wanted:
@@ -348,6 +418,16 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request, peer: Peer)
             continue
         done.add((name, topic_id))
         error = codes.INVALID_REQUEST if name is not None and name in duplicated else None
+        if error is None and name is not None and topic_id == ZERO_UUID:
+            # By name: not describable hides whether it exists; then existence, then DELETE.
+            if name not in describable or (name in ctx.store.topics() and name not in deletable):
+                error = codes.TOPIC_AUTHORIZATION_FAILED
+        elif error is None and name is None and topic_id in by_id:
+            resolved = by_id[topic_id]
+            if resolved not in deletable:
+                # Ids are not secret, names are: the name only to a peer that may describe it.
+                name = resolved if resolved in describable else None
+                error = codes.TOPIC_AUTHORIZATION_FAILED
         responses.append(_deletion(ctx, name, topic_id, error, version))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=responses)
 
@@ -366,15 +446,27 @@ def _delete_records(ctx: BrokerContext, topic: str, partition: int, offset: int)
 
 
 async def handle_delete_records(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
+    topics = request.body.topics
+    deletable = filter_authorized(
+        ctx, request, peer, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in topics)
+    )
+    entry = DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult
     return DeleteRecordsResponse(
         throttle_time_ms=0,
         topics=[
             {
                 "name": t.name,
                 "partitions": [
-                    _delete_records(ctx, t.name, p.partition_index, p.offset) for p in t.partitions
+                    _delete_records(ctx, t.name, p.partition_index, p.offset)
+                    if t.name in deletable
+                    else entry(
+                        partition_index=p.partition_index,
+                        low_watermark=-1,
+                        error_code=codes.TOPIC_AUTHORIZATION_FAILED,
+                    )
+                    for p in t.partitions
                 ],
             }
-            for t in request.body.topics
+            for t in topics
         ],
     )

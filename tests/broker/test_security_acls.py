@@ -14,6 +14,7 @@ import asyncio
 import json
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -487,3 +488,32 @@ def test_plaintext_beyond_loopback_starts_with_an_authorizer(brokers: Brokers) -
     error = _produce(b, Auth("PLAINTEXT"), "anything")
     assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, error
     assert "anything" not in b.call(b.broker.store.topics)
+
+
+def test_serve_on_every_interface_with_an_authorizer(tmp_path: Path) -> None:
+    """``compactlog serve --listen 0.0.0.0:PORT`` starts when authorizer.class.name is set, and
+    its clients (User:ANONYMOUS, no ACL) see no topic and may not create one."""
+    from tests.broker.helpers.server import CliBroker
+
+    class EveryInterface(CliBroker):
+        def command(self) -> list[str]:
+            cmd = super().command()
+            cmd[cmd.index("--listen") + 1] = f"0.0.0.0:{self.port}"
+            return cmd
+
+    served = EveryInterface(
+        tmp_path / "data",
+        {"authorizer.class.name": AUTHORIZER["authorizer.class.name"]},
+        tmp_path / "serve.log",
+    ).start()
+    try:
+        with m.RawClient(served.bootstrap, "127.0.0.1") as c:
+            listed = c.request(3, 12, topics=None, allow_auto_topic_creation=True,
+                               include_topic_authorized_operations=False)  # fmt: skip
+            assert listed.topics == []
+            named = c.request(3, 12, topics=[{"topic_id": uuid.UUID(int=0), "name": "x"}],
+                              allow_auto_topic_creation=True,
+                              include_topic_authorized_operations=False)  # fmt: skip
+            assert [t.error_code for t in named.topics] == [codes.TOPIC_AUTHORIZATION_FAILED]
+    finally:
+        assert served.terminate() == 0

@@ -21,7 +21,7 @@ import pytest
 
 from tests.broker.helpers import acl_matrix as m
 from tests.broker.helpers.server import Brokers
-from tests.kafka.harness import KafkaBroker, free_port
+from tests.kafka.harness import KafkaBroker, free_port, run_tool
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -242,3 +242,34 @@ def test_credential_apis_refused_as_kafka(pair: Pair) -> None:
     kafka = _credential_refusals(kafka_bootstrap)
     assert kafka[0][0] == 31
     assert _credential_refusals(ours_bootstrap) == kafka
+
+
+def test_kafka_configs_refused_as_kafka(pair: Pair) -> None:
+    """Kafka's kafka-configs, run by User:ANONYMOUS: describing and changing users fails the
+    same way against both, with the same exception and message, except the message of a refused
+    change (Kafka 4.4's controller prints its request object: "Request Request(...) needs ALTER
+    permission.")."""
+    outcomes = []
+    for bootstrap in pair.plaintext():
+        runs = []
+        for args in (
+            ("--describe",),
+            ("--describe", "--entity-name", "alice"),
+            ("--alter", "--entity-name", "carol", "--add-config",
+             "SCRAM-SHA-256=[password=carol-secret]"),
+        ):  # fmt: skip
+            done = run_tool(
+                "kafka-configs", "--bootstrap-server", bootstrap, "--entity-type", "users", *args
+            )
+            causes = [line for line in done.stderr.splitlines() if "Exception:" in line]
+            exception, _, message = causes[-1].partition("Exception: ")
+            if args[0] == "--alter":
+                message = "(not compared)"
+            runs.append((done.returncode, done.stdout, exception, message))
+        outcomes.append(runs)
+    kafka, ours = outcomes
+    assert kafka[0] == (
+        1, "", "Caused by: org.apache.kafka.common.errors.ClusterAuthorization",
+        "Cluster authorization failed.",
+    )  # fmt: skip
+    assert ours == kafka

@@ -383,6 +383,12 @@ def test_denied_credential_apis_answer_as_kafka(alice_and_bob: Any) -> None:
         ]
         quotas = c.request(48, 0, components=[], strict=False)
         assert (quotas.error_code, quotas.error_message, quotas.entries) == (denied, None, None)
+    # SaslHandshake and SaslAuthenticate are never authorized: refused for the SASL state
+    with m.RawClient(b.bootstrap_for("PLAINTEXT"), "127.0.0.1") as c:
+        handshake = c.request(17, 1, mechanism="PLAIN")
+        assert (handshake.error_code, handshake.mechanisms) == (codes.ILLEGAL_SASL_STATE, [])
+        authenticate = c.request(36, 2, auth_bytes=b"\0alice\0alice-secret")
+        assert authenticate.error_code == codes.ILLEGAL_SASL_STATE
     # alice and bob still log in with their passwords
     assert _produce(b, _auth("alice"), "t") is None
     assert "t" not in _topics(b, _auth("bob"))

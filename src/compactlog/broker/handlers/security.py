@@ -16,6 +16,12 @@ whole or, on an I/O error, not at all.
 DescribeClientQuotas (48) answers no entries: compactlog has no client quotas (kafka-configs
 asks for them before it describes users' SCRAM credentials). Its filter is checked as Kafka
 checks it.
+
+Authorization, as Kafka's ``KafkaApis`` and ``ControllerApis``: DescribeUserScramCredentials
+needs DESCRIBE on the cluster, AlterUserScramCredentials ALTER on the cluster,
+DescribeClientQuotas DESCRIBE_CONFIGS on the cluster; each is checked before the request is
+looked at, and a denial is CLUSTER_AUTHORIZATION_FAILED shaped as Kafka's ``getErrorResponse``
+shapes it (below). SaslHandshake and SaslAuthenticate are never authorized.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from __future__ import annotations
 import logging
 
 from compactlog import errors as codes
+from compactlog.broker.access import authorize_cluster
+from compactlog.broker.authorizer import AclOperation
 from compactlog.broker.context import BrokerContext, Peer
 from compactlog.broker.security.scram import MAX_ITERATIONS, MECHANISM_BY_TYPE, ScramCredential
 from compactlog.errors import CompactlogError
@@ -49,6 +57,10 @@ RESOURCE_NOT_FOUND = 91
 DUPLICATE_RESOURCE = 92
 UNACCEPTABLE_CREDENTIAL = 93
 
+# Kafka's controller names its internal request object in this message; compactlog answers the
+# words the other cluster-level denials use.
+_CLUSTER_DENIED = "Cluster authorization failed."
+
 
 async def handle_sasl_handshake(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     return SaslHandshakeResponse(error_code=codes.ILLEGAL_SASL_STATE, mechanisms=[])
@@ -65,8 +77,25 @@ async def handle_describe_user_scram_credentials(
     ctx: BrokerContext, request: Request, peer: Peer
 ) -> Struct:
     assert ctx.scram is not None
-    known = ctx.scram.users()
     asked = request.body.users
+    if not authorize_cluster(ctx, request, peer, AclOperation.DESCRIBE):
+        # Kafka's error response: the top-level code without a message (it is the code's
+        # default), and one result per user asked, with the code but no user name.
+        return DescribeUserScramCredentialsResponse(
+            throttle_time_ms=0,
+            error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=None,
+            results=[
+                {
+                    "user": "",
+                    "error_code": codes.CLUSTER_AUTHORIZATION_FAILED,
+                    "error_message": None,
+                    "credential_infos": [],
+                }
+                for _ in asked or ()
+            ],
+        )
+    known = ctx.scram.users()
     counts: dict[str, int] = {}
     if not asked:
         counts = dict.fromkeys(sorted(known), 1)
@@ -122,6 +151,20 @@ async def handle_alter_user_scram_credentials(
     scram = ctx.scram
     assert scram is not None
     body = request.body
+    if not authorize_cluster(ctx, request, peer, AclOperation.ALTER):
+        # Kafka's error response: each user named once, in order, nothing changed.
+        names = sorted({*(d.name for d in body.deletions), *(u.name for u in body.upsertions)})
+        return AlterUserScramCredentialsResponse(
+            throttle_time_ms=0,
+            results=[
+                {
+                    "user": name,
+                    "error_code": codes.CLUSTER_AUTHORIZATION_FAILED,
+                    "error_message": _CLUSTER_DENIED,
+                }
+                for name in names
+            ],
+        )
     errors: dict[str, tuple[int, str]] = {}
     deletions: dict[str, Struct] = {}
     upserts: dict[str, Struct] = {}
@@ -237,6 +280,13 @@ def _quota_filter_error(components: list[Struct]) -> tuple[int, str] | None:
 
 async def handle_describe_client_quotas(ctx: BrokerContext, request: Request, peer: Peer) -> Struct:
     """No quotas can be set on compactlog: a valid filter matches no entity."""
+    if not authorize_cluster(ctx, request, peer, AclOperation.DESCRIBE_CONFIGS):
+        return DescribeClientQuotasResponse(
+            throttle_time_ms=0,
+            error_code=codes.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=None,
+            entries=None,
+        )
     problem = _quota_filter_error(request.body.components)
     if problem is not None:
         return DescribeClientQuotasResponse(

@@ -38,6 +38,7 @@ from compactlog.cli.produce import produce
 from compactlog.cli.roll import roll
 from compactlog.cli.serve import serve
 from compactlog.cli.spark import spark_group
+from compactlog.cli.testca import make_test_ca_command
 from compactlog.cli.topics import configs, topics
 from compactlog.errors import CompactlogError
 
@@ -256,7 +257,7 @@ for command in (dump_log, log_dirs, verify):
     main.add_command(command)
 for command in (clean, cleaner_status_command, explain, spark_group, serve):
     main.add_command(command)
-for command in (salvage, quarantine, roll):
+for command in (salvage, quarantine, roll, make_test_ca_command):
     main.add_command(command)
 
 

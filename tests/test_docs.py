@@ -21,7 +21,8 @@ How a block is run (docs/development.md, "The documentation test", says the same
   ``needs=EXE,...``  skipped, saying so, where a program EXE is not installed
   ``timeout=S``      seconds the block may take (default 300)
   ``not-run CHECK``  not run here (it runs the whole suite, the main job, a benchmark, a server
-                     that never exits, a cluster job): CHECK names the cheaper check below
+                     that never exits, a cluster job, Kafka's own tools): CHECK names the
+                     cheaper check below
                      that keeps what it claims true. There is no way to skip a block silently.
 
 * Every ``compactlog`` command line of every ``bash`` block, run or not, is also checked against
@@ -374,7 +375,23 @@ def check_cluster(block: Block) -> None:
     assert not problems, problems
 
 
+def check_kafka_tools(block: Block) -> None:
+    """Kafka's own tools (they need Kafka's jars, which only the Kafka tier has): every command
+    is one of the tools the Kafka tier runs (tests/kafka/harness.py), by its script name, with
+    or without ``.sh``, or kcat; the Kafka tier's tests run the same tools against compactlog."""
+    from tests.kafka.harness import TOOLS
+
+    lines = commands(block)
+    assert lines, f"{block.where}: no command to check"
+    for line in lines:
+        program = shlex.split(line)[0].removesuffix(".sh")
+        if "=" in program and not program.startswith("-"):  # an assignment, B=127.0.0.1:9093
+            continue
+        assert program in TOOLS or program in {"kcat", "cat"}, f"{block.where}: {program}?"
+
+
 CHECKS: dict[str, Callable[[Block], None]] = {
+    "kafka-tools": check_kafka_tools,
     "top-commands": check_top_commands,
     "install": check_install,
     "main-options": check_main_options,

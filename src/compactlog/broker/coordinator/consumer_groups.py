@@ -168,6 +168,9 @@ class ConsumerGroupManager:
         self.topics = topics
         self.topic_names = topic_names
         self.groups: dict[str, ConsumerGroup] = {}
+        #: Called with (group id, member id) before a member leaves or is fenced; True when it
+        #: converted the group to a classic one instead (see :mod:`.migration`).
+        self.downgrade: Callable[[str, str], bool] | None = None
 
     def member_topics(self, member: ConsumerGroupMember) -> frozenset[str]:
         """The topics a member subscribes to: its names and what its regex matches now."""
@@ -540,6 +543,8 @@ class ConsumerGroupManager:
 
     def remove_member(self, group_id: str, member_id: str) -> int:
         """Fence a member: its partitions become free and the group epoch goes up."""
+        if self.downgrade is not None and self.downgrade(group_id, member_id):
+            return NONE
         before = self.groups[group_id]
         group = clone(before)
         group.members.pop(member_id, None)
@@ -579,9 +584,14 @@ class ConsumerGroupManager:
                 self._schedule_session(group.group_id, member_id)
 
     def _schedule_session(self, group_id: str, member_id: str) -> None:
+        """A member's session: a classic member's own session timeout, else the broker's."""
+        member = self.groups[group_id].members.get(member_id)
+        timeout = self.config.group_consumer_session_timeout_ms
+        if member is not None and member.classic is not None:
+            timeout = member.classic.session_timeout_ms
         self.rt.timer.schedule(
             ("consumer-session", group_id, member_id),
-            self.rt.now + self.config.group_consumer_session_timeout_ms,
+            self.rt.now + timeout,
             lambda: self._fence(group_id, member_id, "session timeout"),
         )
 

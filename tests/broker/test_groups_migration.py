@@ -24,6 +24,7 @@ from compactlog.broker.coordinator.consumer_protocol import (
 )
 from compactlog.broker.coordinator.service import GroupCoordinator
 from compactlog.errors import (
+    GROUP_ID_NOT_FOUND,
     ILLEGAL_GENERATION,
     MEMBER_ID_REQUIRED,
     NONE,
@@ -162,6 +163,73 @@ def test_classic_join_into_a_consumer_group_needs_a_member_id(
     assert first.error_code == MEMBER_ID_REQUIRED and first.member_id
     joined = _join(c, first.member_id, known=True).result()
     assert joined.error_code == NONE and joined.generation_id == 3
+
+
+def _classic_group_then_consumer_member(
+    c: GroupCoordinator, clock: ManualClock
+) -> tuple[str, str, Any]:
+    """A Stable classic group (one member, all of "a"), then a consumer-protocol member's join."""
+    pending = _join(c, "")
+    for _ in range(2):
+        clock.advance(3_001)
+        c.tick()
+    m1 = pending.result().member_id
+    whole = encode_assignment(Assignment(0, (("a", (0, 1, 2, 3)),)))
+    assert c.sync_group(G, 1, m1, {m1: whole}).result().error_code == NONE
+    r = c.consumer_group_heartbeat(
+        G, "", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=["a"], owned=[]
+    )
+    return m1, r.member_id, r
+
+
+def test_a_classic_member_that_does_not_rejoin_is_fenced(
+    open_store: Callable[..., Store], clock: ManualClock
+) -> None:
+    store = open_store()
+    store.create_topic("a", 4)
+    c = GroupCoordinator.load(store, CONFIG)
+    m1, cid, r = _classic_group_then_consumer_member(c, clock)
+    assert r.error_code == NONE
+    # Told to rejoin, it keeps heartbeating instead: after its rebalance timeout (60 s) it is
+    # fenced, although its session (30 s) is kept alive (the consumer member's too: 45 s).
+    for _ in range(6):
+        assert c.heartbeat(G, 1, m1) == REBALANCE_IN_PROGRESS
+        r = c.consumer_group_heartbeat(G, cid, r.member_epoch, owned=[])
+        assert r.error_code == NONE
+        clock.advance(10_000)
+        c.tick()
+    assert m1 not in c.consumer.groups[G].members
+    r = c.consumer_group_heartbeat(G, cid, r.member_epoch, owned=[])
+    assert r.assignment is not None and sorted(next(iter(r.assignment.values()))) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("policy", ["downgrade", "disabled"])
+def test_no_upgrade_without_the_policy(open_store: Callable[..., Store], policy: str) -> None:
+    store = open_store()
+    store.create_topic("a", 4)
+    c = GroupCoordinator.load(store, {**CONFIG, "group.consumer.migration.policy": policy})
+    _join(c, "")
+    r = c.consumer_group_heartbeat(
+        G, "", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=["a"], owned=[]
+    )
+    assert r.error_code == GROUP_ID_NOT_FOUND
+    assert r.error_message == (
+        f"Cannot upgrade classic group {G} to consumer group because online upgrade is disabled."
+    )
+
+
+def test_upgrade_policy_does_not_downgrade(
+    open_store: Callable[..., Store], clock: ManualClock
+) -> None:
+    store = open_store()
+    store.create_topic("a", 4)
+    c = GroupCoordinator.load(store, {**CONFIG, "group.consumer.migration.policy": "upgrade"})
+    _m1, cid, r = _classic_group_then_consumer_member(c, clock)
+    assert r.error_code == NONE
+    assert c.consumer_group_heartbeat(G, cid, -1).error_code == NONE
+    # The classic member stays in what remains a consumer group.
+    assert [g.group_type for g in c.list_groups() if g.group_id == G] == ["consumer"]
+    assert len(c.consumer.groups[G].members) == 1
 
 
 # --- with real clients --------------------------------------------------------------------------

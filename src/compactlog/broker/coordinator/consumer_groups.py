@@ -87,6 +87,11 @@ logger = logging.getLogger("compactlog.broker.groups")
 
 OwnedPartitions = Sequence[tuple[uuid.UUID, Sequence[int]]]
 
+#: The timers of a member (keys ``(kind, group id, member id)``): its session, its revocation,
+#: and, for a classic member, the JoinGroup it owes after REBALANCE_IN_PROGRESS and the SyncGroup
+#: it owes after a JoinGroup (:mod:`.migration`).
+MEMBER_TIMERS = ("consumer-session", "consumer-revocation", "consumer-join", "consumer-sync")
+
 #: The group epoch of a consumer group before its first member joins (observed on Kafka 4.4).
 NEW_GROUP_EPOCH = 1
 
@@ -554,8 +559,8 @@ class ConsumerGroupManager:
         error = self._write(group_id, before, group)
         if error == NONE:
             timer = self.rt.timer
-            timer.cancel(("consumer-session", group_id, member_id))
-            timer.cancel(("consumer-revocation", group_id, member_id))
+            for kind in MEMBER_TIMERS:
+                timer.cancel((kind, group_id, member_id))
         return error
 
     def _fence(self, group_id: str, member_id: str, why: str) -> None:

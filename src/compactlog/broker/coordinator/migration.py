@@ -30,6 +30,9 @@ other and bumps the group epoch.
   the group epoch is ahead of it, it must revoke partitions, or partitions it waits for are free.
 * LeaveGroup removes it and bumps the group epoch; OffsetCommit checks its generation against
   its member epoch (ILLEGAL_GENERATION).
+* Its session is its own ``session.timeout.ms`` (from JoinGroup). A member told to rejoin
+  (REBALANCE_IN_PROGRESS) owes a JoinGroup, and a member that joined owes a SyncGroup, each
+  within its rebalance timeout; a member that misses either is fenced like a silent one.
 
 **Downgrade** (policy ``downgrade`` or ``bidirectional``): when the last member that speaks the
 consumer protocol leaves (or is fenced from) a group whose other members all speak the classic
@@ -69,7 +72,7 @@ from compactlog.broker.coordinator.consumer_group import (
     MemberState,
     reconcile,
 )
-from compactlog.broker.coordinator.consumer_groups import clone
+from compactlog.broker.coordinator.consumer_groups import MEMBER_TIMERS, clone
 from compactlog.broker.coordinator.consumer_protocol import (
     Assignment,
     decode_assignment,
@@ -288,6 +291,8 @@ class Migration:
             return Pending.completed(JoinGroupResult(error, member_id=member_id))
         manager._schedule_session(group_id, member_id)
         manager._schedule_revocation(group_id, member, reconciled)
+        self.c.timer.cancel(("consumer-join", group_id, member_id))
+        self._schedule_deadline("consumer-sync", group_id, member_id, rebalance_timeout_ms)
         return Pending.completed(
             JoinGroupResult(
                 NONE,
@@ -342,7 +347,9 @@ class Migration:
             group.group_epoch > member.member_epoch
             and member.state != MemberState.UNREVOKED_PARTITIONS
         ):
+            self._owe_join(group_id, member)
             return Pending.completed(SyncGroupResult(REBALANCE_IN_PROGRESS))
+        self.c.timer.cancel(("consumer-sync", group_id, member_id))
         self.c.consumer._schedule_session(group_id, member_id)
         return Pending.completed(
             SyncGroupResult(
@@ -371,8 +378,25 @@ class Migration:
                 and not self._waiting_on_unreleased(group, member)
             )
         ):
+            self._owe_join(group_id, member)
             return REBALANCE_IN_PROGRESS
         return NONE
+
+    def _owe_join(self, group_id: str, member: ConsumerGroupMember) -> None:
+        """A classic member told to rejoin must do so within its rebalance timeout (Kafka's
+        ``scheduleConsumerGroupJoinTimeoutIfAbsent``), or it is fenced."""
+        if ("consumer-join", group_id, member.member_id) not in self.c.timer:
+            self._schedule_deadline(
+                "consumer-join", group_id, member.member_id, member.rebalance_timeout_ms
+            )
+
+    def _schedule_deadline(self, kind: str, group_id: str, member_id: str, timeout: int) -> None:
+        what = "join" if kind == "consumer-join" else "sync"
+        self.c.timer.schedule(
+            (kind, group_id, member_id),
+            self.c.now + max(timeout, 0),
+            lambda: self.c.consumer._fence(group_id, member_id, f"no {what} in time"),
+        )
 
     @staticmethod
     def _waiting_on_unreleased(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
@@ -413,8 +437,8 @@ class Migration:
             if error != NONE:
                 return LeaveGroupResult(error)
             for member_id in removed:
-                self.c.timer.cancel(("consumer-session", group_id, member_id))
-                self.c.timer.cancel(("consumer-revocation", group_id, member_id))
+                for kind in MEMBER_TIMERS:
+                    self.c.timer.cancel((kind, group_id, member_id))
                 logger.info("consumer group %s: classic member %s left", group_id, member_id)
         return LeaveGroupResult(NONE, tuple(results))
 

@@ -24,11 +24,13 @@ from compactlog.broker.coordinator.consumer_protocol import (
 )
 from compactlog.broker.coordinator.service import GroupCoordinator
 from compactlog.errors import (
+    FENCED_INSTANCE_ID,
     GROUP_ID_NOT_FOUND,
     ILLEGAL_GENERATION,
     MEMBER_ID_REQUIRED,
     NONE,
     REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
 )
 from compactlog.storage.store import Store
 from tests.broker.helpers.clients import CLIENT_TIMEOUT_S, needs_confluent, needs_kafka_python
@@ -230,6 +232,40 @@ def test_upgrade_policy_does_not_downgrade(
     # The classic member stays in what remains a consumer group.
     assert [g.group_type for g in c.list_groups() if g.group_id == G] == ["consumer"]
     assert len(c.consumer.groups[G].members) == 1
+
+
+def test_a_static_classic_member_restarts_in_a_consumer_group(
+    open_store: Callable[..., Store],
+) -> None:
+    store = open_store()
+    store.create_topic("a", 4)
+    c = GroupCoordinator.load(store, CONFIG)
+    r = c.consumer_group_heartbeat(
+        G, "", 0, rebalance_timeout_ms=30_000, subscribed_topic_names=["a"], owned=[]
+    )
+
+    def static_join(member_id: str) -> Any:
+        return c.join_group(
+            G, member_id, "box-1", "kp", "/h", "consumer", [("range", SUB)], 30_000, 60_000, True
+        ).result()
+
+    first = static_join("")
+    assert first.error_code == NONE  # no MEMBER_ID_REQUIRED for a static member
+    epoch = c.consumer.groups[G].group_epoch
+    r = c.consumer_group_heartbeat(G, r.member_id, r.member_epoch, owned=[])  # releases
+    again = static_join(first.member_id)
+    assert again.error_code == NONE
+    synced = c.sync_group(G, again.generation_id, first.member_id, group_instance_id="box-1")
+    held = _assigned(synced.result())
+    assert held
+    # The process restarts: a new member id takes its place and its partitions, no rebalance.
+    restarted = static_join("")
+    assert restarted.error_code == NONE and restarted.member_id != first.member_id
+    assert c.consumer.groups[G].group_epoch == epoch
+    synced = c.sync_group(G, restarted.generation_id, restarted.member_id)
+    assert _assigned(synced.result()) == held
+    assert c.heartbeat(G, again.generation_id, first.member_id) == UNKNOWN_MEMBER_ID
+    assert static_join(first.member_id).error_code == FENCED_INSTANCE_ID
 
 
 # --- with real clients --------------------------------------------------------------------------

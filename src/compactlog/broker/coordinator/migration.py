@@ -23,6 +23,8 @@ other and bumps the group epoch.
   changed, recomputes the target and reconciles the member exactly as a heartbeat would, and is
   answered at once: generation = the member epoch, protocol = the member's first protocol, no
   leader (every classic member is a follower: the assignment comes from the coordinator).
+  A static member that joins without a member id takes the place (and the partitions) of the
+  member that had its instance id, without a rebalance.
 * SyncGroup answers the member's assigned partitions as a ``ConsumerProtocolAssignment`` (in
   the version of its subscription); REBALANCE_IN_PROGRESS when the group epoch is ahead of the
   member (and it is not revoking), ILLEGAL_GENERATION for another generation.
@@ -85,6 +87,7 @@ from compactlog.broker.coordinator.delayed import Pending
 from compactlog.broker.coordinator.offsets import group_tombstone
 from compactlog.broker.coordinator.rebalance import group_metadata_record
 from compactlog.errors import (
+    FENCED_INSTANCE_ID,
     GROUP_ID_NOT_FOUND,
     GROUP_MAX_SIZE_REACHED,
     ILLEGAL_GENERATION,
@@ -240,13 +243,19 @@ class Migration:
         # A member id the group does not know (the one MEMBER_ID_REQUIRED gave) makes a new
         # member, as in Kafka; a consumer-protocol member's id is refused.
         existing = before.members.get(member_id)
+        replaced: ConsumerGroupMember | None = None
+        static = None if instance_id is None else before.static_member(instance_id)
+        if instance_id is not None and unknown:
+            # A static member (re)starting: it takes the place, and the partitions, of the
+            # member that had its instance id, whichever protocol that one spoke.
+            replaced = static
+        elif instance_id is not None:
+            if static is None:
+                return Pending.completed(JoinGroupResult(UNKNOWN_MEMBER_ID, member_id=member_id))
+            if static.member_id != member_id:
+                return Pending.completed(JoinGroupResult(FENCED_INSTANCE_ID, member_id=member_id))
         if existing is not None and existing.classic is None:
             return Pending.completed(JoinGroupResult(UNKNOWN_MEMBER_ID, member_id=member_id))
-        if instance_id is not None and (existing is None or existing.instance_id != instance_id):
-            # Static classic members joining a consumer group are not supported (yet).
-            return Pending.completed(
-                JoinGroupResult(INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
-            )
         try:
             subscription = decode_subscription(protocols[0][1])
         except ProtocolError as exc:
@@ -256,6 +265,13 @@ class Migration:
             )
         group = clone(before)
         member = existing or ConsumerGroupMember(member_id, instance_id=instance_id)
+        if replaced is not None:
+            del group.members[replaced.member_id]
+            target = group.target.pop(replaced.member_id, None)
+            if target is not None:
+                group.target[member_id] = target
+            member = replace(replaced, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            group.members[member_id] = member
         updated = replace(
             member,
             rack_id=subscription.rack_id if subscription.rack_id is not None else member.rack_id,
@@ -266,7 +282,9 @@ class Migration:
             client_host=client_host,
             classic=ClassicMemberMetadata(session_timeout_ms, tuple(protocols)),
         )
-        bump = existing is None or updated.subscribed_topic_names != member.subscribed_topic_names
+        bump = (
+            existing is None and replaced is None
+        ) or updated.subscribed_topic_names != member.subscribed_topic_names
         group.members[member_id] = updated
         metadata = manager.topics(manager.group_topics(group))
         if metadata != group.subscription_metadata:
@@ -289,6 +307,15 @@ class Migration:
         error = manager._write(group_id, before, group)
         if error != NONE:
             return Pending.completed(JoinGroupResult(error, member_id=member_id))
+        if replaced is not None:
+            for kind in MEMBER_TIMERS:
+                self.c.timer.cancel((kind, group_id, replaced.member_id))
+            logger.info(
+                "consumer group %s: static member %s replaces %s",
+                group_id,
+                member_id,
+                replaced.member_id,
+            )
         manager._schedule_session(group_id, member_id)
         manager._schedule_revocation(group_id, member, reconciled)
         self.c.timer.cancel(("consumer-join", group_id, member_id))

@@ -314,6 +314,14 @@ def migration_answers(raw: Raw) -> dict[str, Any]:
     out["its first assignment"] = hb.assignment
     listed = raw.call(ListGroupsRequest(states_filter=[], types_filter=[]), 5)
     out["listed after upgrade"] = sorted((g.group_id, g.group_type) for g in listed.groups)
+    described = raw.call(ConsumerGroupDescribeRequest(group_ids=["mig"]), 1).groups[0]
+    out["described after upgrade"] = (
+        described.error_code,
+        described.group_state,
+        described.group_epoch,
+        described.assignment_epoch,
+        sorted((m.member_id == classic, m.member_type, m.member_epoch) for m in described.members),
+    )
     # The classic member is told to rejoin, and does; the group hands it its part.
     beat = raw.call(HeartbeatRequest(group_id="mig", generation_id=1, member_id=classic), 1)
     out["classic heartbeat"] = beat.error_code

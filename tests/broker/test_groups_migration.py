@@ -27,6 +27,7 @@ from compactlog.errors import (
     FENCED_INSTANCE_ID,
     GROUP_ID_NOT_FOUND,
     ILLEGAL_GENERATION,
+    INVALID_REQUEST,
     MEMBER_ID_REQUIRED,
     NONE,
     REBALANCE_IN_PROGRESS,
@@ -266,6 +267,21 @@ def test_a_static_classic_member_restarts_in_a_consumer_group(
     assert _assigned(synced.result()) == held
     assert c.heartbeat(G, again.generation_id, first.member_id) == UNKNOWN_MEMBER_ID
     assert static_join(first.member_id).error_code == FENCED_INSTANCE_ID
+
+
+def test_a_bad_heartbeat_does_not_convert_a_classic_group(
+    open_store: Callable[..., Store],
+) -> None:
+    store = open_store()
+    store.create_topic("a", 4)
+    c = GroupCoordinator.load(store, CONFIG)
+    _join(c, "")
+    r = c.consumer_group_heartbeat(G, "", 0, subscribed_topic_names=["a"], owned=[])
+    assert (r.error_code, r.error_message) == (
+        INVALID_REQUEST,
+        "RebalanceTimeoutMs must be provided in first request.",
+    )
+    assert [g.group_type for g in c.list_groups() if g.group_id == G] == ["classic"]
 
 
 # --- with real clients --------------------------------------------------------------------------

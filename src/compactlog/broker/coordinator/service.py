@@ -130,6 +130,7 @@ from compactlog.broker.coordinator.classic_group import ClassicGroup, ClassicGro
 from compactlog.broker.coordinator.config import GroupCoordinatorConfig
 from compactlog.broker.coordinator.consumer_group import CONSUMER_GROUP_PROTOCOL_TYPE
 from compactlog.broker.coordinator.consumer_groups import (
+    ConsumerGroupError,
     ConsumerGroupManager,
     DescribedConsumerGroup,
     HeartbeatResult,
@@ -684,6 +685,23 @@ class GroupCoordinator:
             and group_id not in self.consumer.groups
             and (member_epoch != 0 or not classic.is_in(GroupState.EMPTY))
         ):
+            # Kafka checks the request before it looks at the group: a bad request neither
+            # converts a classic group nor learns what it is.
+            try:
+                self.consumer._validate(
+                    group_id,
+                    member_id,
+                    member_epoch,
+                    instance_id,
+                    rack_id,
+                    rebalance_timeout_ms,
+                    subscribed_topic_names,
+                    subscribed_topic_regex,
+                    server_assignor,
+                    owned,
+                )
+            except ConsumerGroupError as exc:
+                return HeartbeatResult(exc.code, exc.message, member_epoch=member_epoch)
             if member_epoch != 0:
                 return HeartbeatResult(
                     GROUP_ID_NOT_FOUND,

@@ -150,6 +150,16 @@ def test_upgrade_serve_classic_members_and_downgrade(
     j1, j2 = p1.result(), p2.result()
     assert j1.error_code == j2.error_code == NONE and j1.generation_id == 3
     assert c.fetch_offsets(G, [("a", 0)]).partitions[0].offset == 6
+    leader = m1 if j1.leader == m1 else m2
+    plan = {m1: encode_assignment(Assignment(0, (("a", (0, 1, 2, 3)),))), m2: b""}
+    assert c.sync_group(G, 3, leader, plan).result().error_code == NONE
+    # ... and stays classic across a restart.
+    store.close()
+    store = open_store()
+    c = GroupCoordinator.load(store, CONFIG)
+    assert G not in c.consumer.groups
+    assert c.groups[G].generation_id == 3 and set(c.groups[G].members) == {m1, m2}
+    assert c.heartbeat(G, 3, m1) == NONE
 
 
 def test_classic_join_into_a_consumer_group_needs_a_member_id(

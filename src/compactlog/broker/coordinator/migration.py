@@ -317,7 +317,9 @@ class Migration:
                 replaced.member_id,
             )
         manager._schedule_session(group_id, member_id)
-        manager._schedule_revocation(group_id, member, reconciled)
+        # A classic member has no revocation deadline of its own: it revokes by rejoining, and
+        # the join and sync deadlines bound that (as in Kafka).
+        self.c.timer.cancel(("consumer-revocation", group_id, member_id))
         self.c.timer.cancel(("consumer-join", group_id, member_id))
         self._schedule_deadline("consumer-sync", group_id, member_id, rebalance_timeout_ms)
         return Pending.completed(

@@ -295,6 +295,46 @@ def test_a_bad_heartbeat_does_not_convert_a_classic_group(
     assert [g.group_type for g in c.list_groups() if g.group_id == G] == ["classic"]
 
 
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades(
+    open_store: Callable[..., Store], clock: ManualClock
+) -> None:
+    store = open_store()
+    store.create_topic("a", 4)
+    c = GroupCoordinator.load(store, CONFIG)
+    pending = _join(c, "")
+    for _ in range(2):
+        clock.advance(3_001)
+        c.tick()
+    m1 = pending.result().member_id
+    whole = encode_assignment(Assignment(0, (("a", (0, 1, 2, 3)),)))
+    assert c.sync_group(G, 1, m1, {m1: whole}).result().error_code == NONE
+    # A static consumer-protocol member joins (the group is upgraded) and gets its share.
+    r = c.consumer_group_heartbeat(
+        G, "", 0, instance_id="box", rebalance_timeout_ms=30_000, subscribed_topic_names=["a"],
+        owned=[],
+    )  # fmt: skip
+    assert r.error_code == NONE
+    assert _join(c, m1).result().error_code == NONE  # the classic member hands it over
+    r = c.consumer_group_heartbeat(G, r.member_id, r.member_epoch, instance_id="box", owned=[])
+    assert r.assignment
+    # A classic process with the same instance id replaces it: the group is classic again,
+    # Stable, and the newcomer gets the partitions of the member it replaced.
+    static = c.consumer.groups[G].static_member("box")
+    assert static is not None
+    target = c.consumer.groups[G].target[static.member_id]
+    joined = c.join_group(
+        G, "", "box", "kp", "/h", "consumer", [("range", SUB)], 30_000, 60_000, True
+    ).result()
+    assert joined.error_code == NONE
+    assert [(g.group_type, g.state) for g in c.list_groups() if g.group_id == G] == [
+        ("classic", "Stable")
+    ]
+    synced = c.sync_group(G, joined.generation_id, joined.member_id, group_instance_id="box")
+    assert synced.result().error_code == NONE
+    names = c.topic_names()
+    assert _assigned(synced.result()) == {p for t, ps in target.items() for p in ps if names[t]}
+
+
 # --- with real clients --------------------------------------------------------------------------
 TOPIC = "migrate"
 PARTITIONS = 4

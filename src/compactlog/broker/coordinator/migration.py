@@ -41,7 +41,9 @@ consumer protocol leaves (or is fenced from) a group whose other members all spe
 protocol, and there are no more of them than ``group.max.size``, the consumer group's tombstones
 and a classic group (Stable, generation = the group epoch, each member's target assignment as
 its assignment) are written as one batch, and the classic group starts a rebalance
-(``validateOnlineDowngrade``, ``convertToClassicGroup``).
+(``validateOnlineDowngrade``, ``convertToClassicGroup``). The same happens, without a
+rebalance, when a static classic member (re)joining takes the place of the last member that
+speaks the consumer protocol.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ from compactlog.errors import (
     INCONSISTENT_GROUP_PROTOCOL,
     MEMBER_ID_REQUIRED,
     NONE,
+    NOT_COORDINATOR,
     REBALANCE_IN_PROGRESS,
     UNKNOWN_MEMBER_ID,
     ProtocolError,
@@ -304,6 +307,28 @@ class Migration:
             list(owned.items()),
         )
         group.members[member_id] = reconciled
+        if (
+            replaced is not None
+            and replaced.classic is None
+            and all(m.classic is not None for m in group.members.values())
+            and self.policy in DOWNGRADE_POLICIES
+            and len(group.members) <= self.c.config.group_max_size
+        ):
+            # The last consumer-protocol member was replaced by a classic one: the group is
+            # classic again, without a rebalance (Kafka's downgrade on static replacement).
+            converted = self._to_classic(before, group, list(group.members.values()))
+            if converted is None:
+                return Pending.completed(JoinGroupResult(NOT_COORDINATOR, member_id=member_id))
+            return Pending.completed(
+                JoinGroupResult(
+                    NONE,
+                    generation_id=reconciled.member_epoch,
+                    protocol_type=CONSUMER_PROTOCOL_TYPE,
+                    protocol_name=protocols[0][0],
+                    leader="",
+                    member_id=member_id,
+                )
+            )
         error = manager._write(group_id, before, group)
         if error != NONE:
             return Pending.completed(JoinGroupResult(error, member_id=member_id))
@@ -505,6 +530,21 @@ class Migration:
                 group_id,
             )
             return False
+        if self._to_classic(group, group, others) is None:
+            return False
+        self.c.rebalancer.prepare_rebalance(self.c.groups[group_id])
+        return True
+
+    def _to_classic(
+        self,
+        before: ConsumerGroup,
+        group: ConsumerGroup,
+        members: Sequence[ConsumerGroupMember],
+    ) -> ClassicGroup | None:
+        """Replace the consumer group ``before`` (as written) with a Stable classic group of
+        ``members`` (all classic), generation = the group epoch, each member's target in
+        ``group`` as its assignment; None when the records could not be written."""
+        group_id = group.group_id
         classic = ClassicGroup(
             group_id,
             GroupState.STABLE,
@@ -512,7 +552,7 @@ class Migration:
             generation_id=group.group_epoch,
             protocol_type=CONSUMER_PROTOCOL_TYPE,
         )
-        for m in others:
+        for m in members:
             assert m.classic is not None
             classic.add(
                 ClassicGroupMember(
@@ -535,12 +575,11 @@ class Migration:
                 target, cm.metadata(classic.protocol_name)
             )
             cm.assignment = assignments[cm.member_id]
-        records = [*group_records(group, None), group_metadata_record(classic, assignments)]
-        error = self.c.append(group_id, records)
-        if error != NONE:
-            return False
-        group.dead = True
-        del self.c.consumer.groups[group_id]
+        records = [*group_records(before, None), group_metadata_record(classic, assignments)]
+        if self.c.append(group_id, records) != NONE:
+            return None
+        before.dead = True
+        self.c.consumer.groups.pop(group_id, None)
         self.c.timer.cancel_if(
             lambda key: (
                 isinstance(key, tuple)
@@ -558,5 +597,4 @@ class Migration:
             classic.generation_id,
             len(classic.members),
         )
-        self.c.rebalancer.prepare_rebalance(classic)
-        return True
+        return classic

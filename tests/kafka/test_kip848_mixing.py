@@ -379,6 +379,88 @@ def migration_answers(raw: Raw) -> dict[str, Any]:
     return out
 
 
+def static_replacement_answers(raw: Raw) -> dict[str, Any]:
+    """A static classic member takes the place of the last (static) consumer-protocol member:
+    the group is classic again at once."""
+    from compactlog.broker.coordinator.consumer_protocol import (
+        Assignment,
+        decode_assignment,
+        encode_assignment,
+    )
+
+    out: dict[str, Any] = {}
+    raw.wait_for_shards("mig-static")
+    joined = raw.join("mig-static")
+    classic = joined.member_id
+    whole = encode_assignment(Assignment(0, (("t", (0, 1)),)))
+    raw.call(
+        SyncGroupRequest(
+            group_id="mig-static",
+            generation_id=joined.generation_id,
+            member_id=classic,
+            assignments=[{"member_id": classic, "assignment": whole}],
+        ),
+        3,
+    )
+    hb = raw.heartbeat("mig-static", str(uuid.uuid4()), 0, instance_id="box")
+    out["static consumer joins"] = (hb.error_code, hb.member_epoch)
+    rejoined = raw.join("mig-static", member_id=classic)
+    raw.call(
+        SyncGroupRequest(
+            group_id="mig-static",
+            generation_id=rejoined.generation_id,
+            member_id=classic,
+            assignments=[],
+        ),
+        3,
+    )
+    hb = raw.heartbeat("mig-static", hb.member_id, hb.member_epoch, instance_id="box")
+    out["static consumer gets its partition"] = (
+        hb.error_code,
+        hb.assignment and sorted(p for t in hb.assignment.topic_partitions for p in t.partitions),
+    )
+    replacing = raw.call(
+        JoinGroupRequest(
+            group_id="mig-static",
+            session_timeout_ms=30_000,
+            rebalance_timeout_ms=30_000,
+            member_id="",
+            group_instance_id="box",
+            protocol_type="consumer",
+            protocols=[{"name": "range", "metadata": subscription("t")}],
+        ),
+        5,
+    )
+    out["classic replaces it"] = (
+        replacing.error_code,
+        replacing.generation_id,
+        replacing.protocol_name,
+        replacing.leader,
+    )
+    listed = raw.call(ListGroupsRequest(states_filter=[], types_filter=[]), 5)
+    out["listed"] = sorted(
+        (g.group_id, g.group_type, g.group_state)
+        for g in listed.groups
+        if g.group_id == "mig-static"
+    )
+    synced = raw.call(
+        SyncGroupRequest(
+            group_id="mig-static",
+            generation_id=replacing.generation_id,
+            member_id=replacing.member_id,
+            group_instance_id="box",
+            assignments=[],
+        ),
+        3,
+    )
+    got = decode_assignment(synced.assignment) if synced.error_code == codes.NONE else None
+    out["its sync"] = (
+        synced.error_code,
+        got and [p for _, ps in got.assigned_partitions for p in ps],
+    )
+    return out
+
+
 def test_online_upgrade_and_downgrade_answer_as_kafka(
     kafka: Callable[..., Any], compactlog_serve: Callable[..., Any]
 ) -> None:
@@ -396,6 +478,9 @@ def test_online_upgrade_and_downgrade_answer_as_kafka(
         expected = migration_answers(kafka_raw)
         got = migration_answers(ours_raw)
         assert got == expected
+        static = static_replacement_answers(kafka_raw)
+        assert static_replacement_answers(ours_raw) == static
+        assert static["listed"] == [("mig-static", "classic", "Stable")]
         assert expected["listed after upgrade"] == [("mig", "consumer")]
     finally:
         kafka_raw.sock.close()

@@ -358,12 +358,13 @@ def test_regex_subscription(brokers: Brokers) -> None:
 def test_classic_and_consumer_members_do_not_mix(brokers: Brokers) -> None:
     """A live consumer-protocol group refuses a classic member (INCONSISTENT_GROUP_PROTOCOL),
     and a live classic group refuses a consumer-protocol member (GROUP_ID_NOT_FOUND, fatal for
-    librdkafka), as Kafka 4.4 does with group.consumer.migration.policy=disabled."""
+    librdkafka), as Kafka 4.4 does with group.consumer.migration.policy=disabled (the default,
+    bidirectional, converts the groups: tests/broker/test_groups_migration.py)."""
     from confluent_kafka import Consumer, KafkaError
     from kafka import KafkaConsumer
     from kafka.errors import InconsistentGroupProtocolError
 
-    broker = brokers.start(config=CONFIG)
+    broker = brokers.start(config={**CONFIG, "group.consumer.migration.policy": "disabled"})
     create_topic(broker, TOPIC, PARTITIONS)
     member = Member("new", broker.bootstrap, "new-protocol")
     member.start()

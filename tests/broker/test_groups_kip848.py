@@ -422,8 +422,12 @@ def test_delete_group_and_offsets(h: Harness) -> None:
     assert h.coord.fetch_offsets(GROUP, [("a", 0)]).partitions[0].offset == -1
 
 
-def test_classic_and_consumer_groups_of_one_id(h: Harness) -> None:
-    # A classic group with a member refuses consumer-protocol members.
+def test_classic_and_consumer_groups_of_one_id(
+    open_store: Callable[..., Store], clock: ManualClock
+) -> None:
+    # With the migration disabled, a classic group with a member refuses consumer-protocol
+    # members (tests/broker/test_groups_migration.py has the default policy).
+    h = Harness(open_store, clock, **{"group.consumer.migration.policy": "disabled"})
     h.coord.join_group(
         "classic", "", None, "c", "/h", "consumer", [("range", b"")], 10_000, 10_000, False
     )
@@ -432,7 +436,7 @@ def test_classic_and_consumer_groups_of_one_id(h: Harness) -> None:
     )
     assert refused.error_code == GROUP_ID_NOT_FOUND
     assert (refused.error_message or "").startswith(
-        "Cannot upgrade classic group classic to consumer group: compactlog does not convert"
+        "Cannot upgrade classic group classic to consumer group because online upgrade is disabled."
     )
     # A consumer group with a member refuses classic JoinGroups.
     h.join("m1")

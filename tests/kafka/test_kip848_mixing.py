@@ -1,7 +1,9 @@
 """Classic and KIP-848 consumer groups of the same id, request by request, against Kafka 4.4 and
-``compactlog serve`` (both with ``group.consumer.migration.policy=disabled``, the policy whose
-answers compactlog gives whatever the setting): the same sequence is sent to both and the
-answers (error code and message) must be the same, except where noted as a known difference.
+``compactlog serve``: first both with ``group.consumer.migration.policy=disabled`` (live groups
+are never mixed), then both with Kafka's default, ``bidirectional`` (a live classic group is
+upgraded when a consumer-protocol member joins, its classic member is served by the consumer
+group, and it is downgraded when that member leaves). The same sequence is sent to both and the
+answers must be the same, except where noted as a known difference.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from compactlog.protocol.messages import (
     ConsumerGroupHeartbeatRequest,
     DescribeGroupsRequest,
     FindCoordinatorRequest,
+    HeartbeatRequest,
     JoinGroupRequest,
     ListGroupsRequest,
     OffsetCommitRequest,
+    SyncGroupRequest,
 )
 from tests.broker.helpers.wire import recv_frame
 from tests.kafka.harness import run_tool
@@ -66,6 +70,8 @@ class Raw:
             ConsumerGroupDescribeRequest: 69,
             DescribeGroupsRequest: 15,
             FindCoordinatorRequest: 10,
+            HeartbeatRequest: 12,
+            SyncGroupRequest: 14,
             JoinGroupRequest: 11,
             ListGroupsRequest: 16,
             OffsetCommitRequest: 8,
@@ -109,7 +115,7 @@ class Raw:
         )
         return self.call(request, 1)
 
-    def join(self, group: str, protocol_type: str = "consumer") -> Any:
+    def join(self, group: str, protocol_type: str = "consumer", member_id: str = "") -> Any:
         def once(member_id: str) -> Any:
             return self.call(
                 JoinGroupRequest(
@@ -124,7 +130,7 @@ class Raw:
                 5,
             )
 
-        first = once("")
+        first = once(member_id)
         if first.error_code != codes.MEMBER_ID_REQUIRED:
             return first
         return once(first.member_id)
@@ -267,7 +273,215 @@ def check(kafka_raw: Raw, ours_raw: Raw) -> None:
     assert expected["heartbeat into empty classic"][0] == codes.NONE
     assert heartbeat_errors(ours_raw) == heartbeat_errors(kafka_raw)
     # A classic JoinGroup into a consumer group with members: refused by both. (With the
-    # default policy, bidirectional, Kafka 4.4 admits the classic member into the consumer
-    # group; compactlog refuses it whatever the policy.)
+    # default policy, bidirectional, compactlog admits it, as Kafka 4.4's code does; the
+    # comparison below checks a classic member rejoining a converted group.)
     assert live_consumer_group_join(kafka_raw) == codes.INCONSISTENT_GROUP_PROTOCOL
     assert live_consumer_group_join(ours_raw) == codes.INCONSISTENT_GROUP_PROTOCOL
+
+
+def migration_answers(raw: Raw) -> dict[str, Any]:
+    """The online upgrade and downgrade (policy bidirectional), step by step, with what each
+    step answered. Member ids and epochs of consumer-protocol members are random or the
+    broker's, so only what both must agree on is kept."""
+    from compactlog.broker.coordinator.consumer_protocol import (
+        Assignment,
+        decode_assignment,
+        encode_assignment,
+    )
+
+    out: dict[str, Any] = {}
+    raw.wait_for_coordinator("mig")
+    raw.wait_for_shards("mig")
+    # A classic group of one member, Stable at generation 1, owning both partitions.
+    joined = raw.join("mig")
+    classic = joined.member_id
+    out["classic join"] = (joined.error_code, joined.generation_id, joined.leader == classic)
+    whole = encode_assignment(Assignment(0, (("t", (0, 1)),)))
+    synced = raw.call(
+        SyncGroupRequest(
+            group_id="mig",
+            generation_id=joined.generation_id,
+            member_id=classic,
+            assignments=[{"member_id": classic, "assignment": whole}],
+        ),
+        3,
+    )
+    out["leader sync"] = synced.error_code
+    # A consumer-protocol member joins: the group is converted, its epoch bumped.
+    member = str(uuid.uuid4())
+    hb = raw.heartbeat("mig", member, 0)
+    out["consumer joins"] = (hb.error_code, hb.error_message, hb.member_epoch)
+    out["its first assignment"] = hb.assignment
+    listed = raw.call(ListGroupsRequest(states_filter=[], types_filter=[]), 5)
+    out["listed after upgrade"] = sorted((g.group_id, g.group_type) for g in listed.groups)
+    described = raw.call(ConsumerGroupDescribeRequest(group_ids=["mig"]), 1).groups[0]
+    out["described after upgrade"] = (
+        described.error_code,
+        described.group_state,
+        described.group_epoch,
+        described.assignment_epoch,
+        sorted((m.member_id == classic, m.member_type, m.member_epoch) for m in described.members),
+    )
+    # The classic member is told to rejoin, and does; the group hands it its part.
+    beat = raw.call(HeartbeatRequest(group_id="mig", generation_id=1, member_id=classic), 1)
+    out["classic heartbeat"] = beat.error_code
+    rejoined = raw.join("mig", member_id=classic)
+    out["classic rejoin"] = (
+        rejoined.error_code,
+        rejoined.generation_id,
+        rejoined.protocol_name,
+        rejoined.leader,
+        len(rejoined.members),
+    )
+    synced = raw.call(
+        SyncGroupRequest(
+            group_id="mig",
+            generation_id=rejoined.generation_id,
+            member_id=classic,
+            assignments=[],
+        ),
+        3,
+    )
+    got = decode_assignment(synced.assignment) if synced.error_code == codes.NONE else None
+    out["classic sync"] = (
+        synced.error_code,
+        got and [p for _, ps in got.assigned_partitions for p in ps],
+    )
+    beat = raw.call(
+        HeartbeatRequest(group_id="mig", generation_id=rejoined.generation_id, member_id=classic),
+        1,
+    )
+    out["classic heartbeat after sync"] = beat.error_code
+    hb = raw.heartbeat("mig", hb.member_id, hb.member_epoch)
+    out["consumer gets the freed partition"] = (
+        hb.error_code,
+        hb.member_epoch,
+        hb.assignment and sorted(p for t in hb.assignment.topic_partitions for p in t.partitions),
+    )
+    # The consumer-protocol member leaves: the group is classic again and rebalances.
+    left = raw.heartbeat("mig", hb.member_id, -1)
+    out["consumer leaves"] = (left.error_code, left.member_epoch)
+    listed = raw.call(ListGroupsRequest(states_filter=[], types_filter=[]), 5)
+    out["listed after downgrade"] = sorted(
+        (g.group_id, g.group_type, g.group_state) for g in listed.groups
+    )
+    beat = raw.call(
+        HeartbeatRequest(group_id="mig", generation_id=rejoined.generation_id, member_id=classic),
+        1,
+    )
+    out["classic heartbeat after downgrade"] = beat.error_code
+    again = raw.join("mig", member_id=classic)
+    out["classic rejoin after downgrade"] = (
+        again.error_code,
+        again.generation_id,
+        again.leader == classic,
+    )
+    return out
+
+
+def static_replacement_answers(raw: Raw) -> dict[str, Any]:
+    """A static classic member takes the place of the last (static) consumer-protocol member:
+    the group is classic again at once."""
+    from compactlog.broker.coordinator.consumer_protocol import (
+        Assignment,
+        decode_assignment,
+        encode_assignment,
+    )
+
+    out: dict[str, Any] = {}
+    raw.wait_for_shards("mig-static")
+    joined = raw.join("mig-static")
+    classic = joined.member_id
+    whole = encode_assignment(Assignment(0, (("t", (0, 1)),)))
+    raw.call(
+        SyncGroupRequest(
+            group_id="mig-static",
+            generation_id=joined.generation_id,
+            member_id=classic,
+            assignments=[{"member_id": classic, "assignment": whole}],
+        ),
+        3,
+    )
+    hb = raw.heartbeat("mig-static", str(uuid.uuid4()), 0, instance_id="box")
+    out["static consumer joins"] = (hb.error_code, hb.member_epoch)
+    rejoined = raw.join("mig-static", member_id=classic)
+    raw.call(
+        SyncGroupRequest(
+            group_id="mig-static",
+            generation_id=rejoined.generation_id,
+            member_id=classic,
+            assignments=[],
+        ),
+        3,
+    )
+    hb = raw.heartbeat("mig-static", hb.member_id, hb.member_epoch, instance_id="box")
+    out["static consumer gets its partition"] = (
+        hb.error_code,
+        hb.assignment and sorted(p for t in hb.assignment.topic_partitions for p in t.partitions),
+    )
+    replacing = raw.call(
+        JoinGroupRequest(
+            group_id="mig-static",
+            session_timeout_ms=30_000,
+            rebalance_timeout_ms=30_000,
+            member_id="",
+            group_instance_id="box",
+            protocol_type="consumer",
+            protocols=[{"name": "range", "metadata": subscription("t")}],
+        ),
+        5,
+    )
+    out["classic replaces it"] = (
+        replacing.error_code,
+        replacing.generation_id,
+        replacing.protocol_name,
+        replacing.leader,
+    )
+    listed = raw.call(ListGroupsRequest(states_filter=[], types_filter=[]), 5)
+    out["listed"] = sorted(
+        (g.group_id, g.group_type, g.group_state)
+        for g in listed.groups
+        if g.group_id == "mig-static"
+    )
+    synced = raw.call(
+        SyncGroupRequest(
+            group_id="mig-static",
+            generation_id=replacing.generation_id,
+            member_id=replacing.member_id,
+            group_instance_id="box",
+            assignments=[],
+        ),
+        3,
+    )
+    got = decode_assignment(synced.assignment) if synced.error_code == codes.NONE else None
+    out["its sync"] = (
+        synced.error_code,
+        got and [p for _, ps in got.assigned_partitions for p in ps],
+    )
+    return out
+
+
+def test_online_upgrade_and_downgrade_answer_as_kafka(
+    kafka: Callable[..., Any], compactlog_serve: Callable[..., Any]
+) -> None:
+    """With Kafka's default policy (bidirectional) on both brokers."""
+    real = kafka()
+    ours = compactlog_serve(SHARED_CONFIG).start()
+    for broker in (real, ours):
+        created = run_tool(
+            "kafka-topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", "t",
+            "--partitions", "2",
+        )  # fmt: skip
+        assert created.returncode == 0, created.stderr
+    kafka_raw, ours_raw = Raw(real.bootstrap), Raw(ours.bootstrap)
+    try:
+        expected = migration_answers(kafka_raw)
+        got = migration_answers(ours_raw)
+        assert got == expected
+        static = static_replacement_answers(kafka_raw)
+        assert static_replacement_answers(ours_raw) == static
+        assert static["listed"] == [("mig-static", "classic", "Stable")]
+        assert expected["listed after upgrade"] == [("mig", "consumer")]
+    finally:
+        kafka_raw.sock.close()
+        ours_raw.sock.close()

@@ -69,6 +69,16 @@ EMPTY: Partitions = {}
 
 
 @dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """What a member that speaks the classic protocol inside a consumer group joined with (the
+    KIP-848 migration; Kafka's ``ClassicMemberMetadata``): its session timeout and its
+    ``(protocol name, metadata)`` pairs from JoinGroup, in its order of preference."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
 class ConsumerGroupMember:
     member_id: str
     member_epoch: int = 0
@@ -84,6 +94,8 @@ class ConsumerGroupMember:
     server_assignor: str | None = None
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    #: None for a member that speaks the consumer protocol (ConsumerGroupHeartbeat).
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass

@@ -87,6 +87,11 @@ logger = logging.getLogger("compactlog.broker.groups")
 
 OwnedPartitions = Sequence[tuple[uuid.UUID, Sequence[int]]]
 
+#: The timers of a member (keys ``(kind, group id, member id)``): its session, its revocation,
+#: and, for a classic member, the JoinGroup it owes after REBALANCE_IN_PROGRESS and the SyncGroup
+#: it owes after a JoinGroup (:mod:`.migration`).
+MEMBER_TIMERS = ("consumer-session", "consumer-revocation", "consumer-join", "consumer-sync")
+
 #: The group epoch of a consumer group before its first member joins (observed on Kafka 4.4).
 NEW_GROUP_EPOCH = 1
 
@@ -168,6 +173,9 @@ class ConsumerGroupManager:
         self.topics = topics
         self.topic_names = topic_names
         self.groups: dict[str, ConsumerGroup] = {}
+        #: Called with (group id, member id) before a member leaves or is fenced; True when it
+        #: converted the group to a classic one instead (see :mod:`.migration`).
+        self.downgrade: Callable[[str, str], bool] | None = None
 
     def member_topics(self, member: ConsumerGroupMember) -> frozenset[str]:
         """The topics a member subscribes to: its names and what its regex matches now."""
@@ -540,6 +548,8 @@ class ConsumerGroupManager:
 
     def remove_member(self, group_id: str, member_id: str) -> int:
         """Fence a member: its partitions become free and the group epoch goes up."""
+        if self.downgrade is not None and self.downgrade(group_id, member_id):
+            return NONE
         before = self.groups[group_id]
         group = clone(before)
         group.members.pop(member_id, None)
@@ -549,8 +559,8 @@ class ConsumerGroupManager:
         error = self._write(group_id, before, group)
         if error == NONE:
             timer = self.rt.timer
-            timer.cancel(("consumer-session", group_id, member_id))
-            timer.cancel(("consumer-revocation", group_id, member_id))
+            for kind in MEMBER_TIMERS:
+                timer.cancel((kind, group_id, member_id))
         return error
 
     def _fence(self, group_id: str, member_id: str, why: str) -> None:
@@ -579,9 +589,14 @@ class ConsumerGroupManager:
                 self._schedule_session(group.group_id, member_id)
 
     def _schedule_session(self, group_id: str, member_id: str) -> None:
+        """A member's session: a classic member's own session timeout, else the broker's."""
+        member = self.groups[group_id].members.get(member_id)
+        timeout = self.config.group_consumer_session_timeout_ms
+        if member is not None and member.classic is not None:
+            timeout = member.classic.session_timeout_ms
         self.rt.timer.schedule(
             ("consumer-session", group_id, member_id),
-            self.rt.now + self.config.group_consumer_session_timeout_ms,
+            self.rt.now + timeout,
             lambda: self._fence(group_id, member_id, "session timeout"),
         )
 

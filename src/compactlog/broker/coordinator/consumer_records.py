@@ -14,6 +14,11 @@ unsigned varint of length + 1; a tagged-field section, written empty, after each
                                                       subscribedTopicRegex:string?
                                                       rebalanceTimeoutMs:int32
                                                       serverAssignor:string?
+                                                      tag 0: classicMemberMetadata?
+                                                        (int8 1 = present, then
+                                                        sessionTimeoutMs:int32
+                                                        supportedProtocols:[name:string
+                                                        metadata:bytes])
     6     ConsumerGroupTargetAssignmentMetadataKey group  assignmentEpoch:int32
     7     ConsumerGroupTargetAssignmentMemberKey group member  topicPartitions:[topicId:uuid
                                                       partitions:[int32]]
@@ -24,8 +29,9 @@ unsigned varint of length + 1; a tagged-field section, written empty, after each
 
 A null value is a tombstone: the member, its target or its current assignment, or the group, is
 gone. Kafka 4.4 also defines type 4 (partition metadata, no longer written) and tagged fields
-(the group's metadata hash, a classic member's metadata); compactlog writes none of them and skips
-them on load.
+(the group's metadata hash, a classic member's metadata); compactlog writes and reads a classic
+member's metadata (tag 0 of the member's value, written only for a member that speaks the classic
+protocol) and skips the others on load.
 
 :func:`group_records` gives the records that take a group from one state to another (what
 changed only), in Kafka's order; :class:`Replayer` rebuilds groups from the records, the latest
@@ -41,6 +47,7 @@ from dataclasses import dataclass, field
 
 from compactlog.broker.coordinator.assignors import Partitions
 from compactlog.broker.coordinator.consumer_group import (
+    ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
@@ -64,6 +71,9 @@ CONSUMER_RECORD_TYPES = frozenset(
         CURRENT_MEMBER_ASSIGNMENT,
     }
 )
+
+#: The tag of ``ClassicMemberMetadata`` in ConsumerGroupMemberMetadataValue.
+CLASSIC_MEMBER_METADATA_TAG = 0
 
 #: Kafka's ``MemberState`` byte values.
 _STATE_BYTES = {
@@ -106,6 +116,9 @@ class _Flex:
     def count(self, n: int) -> None:
         self.parts.append(encode_unsigned_varint(n + 1))
 
+    def blob(self, v: bytes) -> None:
+        self.parts += [encode_unsigned_varint(len(v) + 1), bytes(v)]
+
     def partitions(self, value: Partitions) -> None:
         self.count(len(value))
         for topic_id, ps in sorted(value.items()):
@@ -140,7 +153,24 @@ def member_record(group_id: str, m: ConsumerGroupMember) -> Record:
     v.string(m.subscribed_topic_regex)
     v.i32(m.rebalance_timeout_ms)
     v.string(m.server_assignor)
-    return Record(_key(MEMBER_METADATA, group_id, m.member_id), v.done())
+    if m.classic is None:
+        return Record(_key(MEMBER_METADATA, group_id, m.member_id), v.done())
+    c = _Flex()
+    c.parts = [b"\x01"]  # a nullable struct: present
+    c.i32(m.classic.session_timeout_ms)
+    c.count(len(m.classic.supported_protocols))
+    for name, metadata in m.classic.supported_protocols:
+        c.string(name)
+        c.blob(metadata)
+        c.tags()
+    tagged = c.done()
+    v.parts += [
+        encode_unsigned_varint(1),
+        encode_unsigned_varint(CLASSIC_MEMBER_METADATA_TAG),
+        encode_unsigned_varint(len(tagged)),
+        tagged,
+    ]
+    return Record(_key(MEMBER_METADATA, group_id, m.member_id), b"".join(v.parts))
 
 
 def target_member_record(group_id: str, member_id: str, target: Partitions) -> Record:
@@ -179,6 +209,7 @@ def _member_fields(m: ConsumerGroupMember) -> tuple[object, ...]:
         m.subscribed_topic_regex,
         m.rebalance_timeout_ms,
         m.server_assignor,
+        m.classic,
     )
 
 
@@ -289,10 +320,19 @@ class _Reader:
             self.tags()
         return out
 
-    def tags(self) -> None:
+    def tags(self) -> dict[int, bytes]:
+        """The tagged fields, by tag (the caller reads those it knows)."""
+        out = {}
         for _ in range(self.uvarint("tagged field count")):
-            self.uvarint("tag")
-            self.take(self.uvarint("tagged field size"), "tagged field")
+            tag = self.uvarint("tag")
+            out[tag] = self.take(self.uvarint("tagged field size"), "tagged field")
+        return out
+
+    def blob(self, name: str) -> bytes:
+        n = self.uvarint(name) - 1
+        if n < 0:
+            raise self.fail(name, "null bytes")
+        return self.take(n, name)
 
     def end(self) -> None:
         if self.pos != len(self.data):
@@ -360,6 +400,11 @@ class Replayer:
             regex = v.string("subscribedTopicRegex")
             timeout = v.i32("rebalanceTimeoutMs")
             assignor = v.string("serverAssignor")
+            tagged = v.tags()
+            v.end()
+            classic = None
+            if CLASSIC_MEMBER_METADATA_TAG in tagged:
+                classic = _classic_member_metadata(tagged[CLASSIC_MEMBER_METADATA_TAG])
             g.members[str(member_id)] = ConsumerGroupMember(
                 str(member_id),
                 instance_id=instance_id,
@@ -370,7 +415,9 @@ class Replayer:
                 subscribed_topic_names=topics,
                 subscribed_topic_regex=regex,
                 server_assignor=assignor,
+                classic=classic,
             )
+            return
         elif record_type == CURRENT_MEMBER_ASSIGNMENT:
             epoch = v.i32("memberEpoch")
             previous = v.i32("previousMemberEpoch")
@@ -413,6 +460,7 @@ class Replayer:
                         server_assignor=m.server_assignor,
                         assigned=current.assigned,
                         pending_revocation=current.pending_revocation,
+                        classic=m.classic,
                     )
                 members[member_id] = m
             yield ConsumerGroup(
@@ -422,3 +470,23 @@ class Replayer:
                 members=members,
                 target={k: v for k, v in g.target.items() if k in members},
             )
+
+
+def _classic_member_metadata(data: bytes) -> ClassicMemberMetadata | None:
+    """Tag 0 of a member's value: a nullable struct (int8 -1 null, 1 present)."""
+    r = _Reader(data, "ClassicMemberMetadata")
+    presence = r.i8("presence")
+    if presence < 0:
+        r.end()
+        return None
+    session_timeout_ms = r.i32("sessionTimeoutMs")
+    protocols = []
+    for _ in range(r.count("supportedProtocols")):
+        name = r.string("name")
+        if name is None:
+            raise r.fail("name", "null protocol name")
+        protocols.append((name, r.blob("metadata")))
+        r.tags()
+    r.tags()
+    r.end()
+    return ClassicMemberMetadata(session_timeout_ms, tuple(protocols))

@@ -90,12 +90,15 @@ group's type, as Kafka does:
 * Conversions (``group.consumer.migration.policy``): a ConsumerGroupHeartbeat with epoch 0 into
   an *empty* classic group (one that only holds offsets) replaces it with a consumer group, and a
   classic JoinGroup into an *empty* consumer group replaces it with a classic group; offsets stay.
-  Non-empty groups are never converted and never mixed, whatever the policy, and are refused as
-  Kafka 4.4 refuses them with the policy ``disabled`` (checked against it): a heartbeat into a
-  classic group with members gets GROUP_ID_NOT_FOUND ("Cannot upgrade classic group <id> ...",
-  with Kafka's reason, or ours where Kafka would convert the group), a classic JoinGroup into a
-  consumer group with members INCONSISTENT_GROUP_PROTOCOL (with ``bidirectional`` or
-  ``downgrade`` Kafka would admit the classic member into the consumer group).
+  Groups with members are converted online as Kafka 4.4 does (:mod:`.migration`): a classic
+  group becomes a consumer group when a consumer-protocol member joins (policy ``upgrade`` or
+  ``bidirectional``), whose classic members are then served by the consumer group (JoinGroup,
+  SyncGroup, Heartbeat, LeaveGroup and OffsetCommit are routed there), and it goes back to a
+  classic group when its last consumer-protocol member leaves (``downgrade`` or
+  ``bidirectional``). With ``disabled`` the answers are Kafka's for that policy (checked against
+  it): a heartbeat into a classic group with members gets GROUP_ID_NOT_FOUND ("Cannot upgrade
+  classic group <id> ..."), a classic JoinGroup into a consumer group with members
+  INCONSISTENT_GROUP_PROTOCOL.
 
 Not here: transactional offset commits (TxnOffsetCommit), and topic existence checks for commits
 and offset deletions (Kafka's request handler does those, not the coordinator).
@@ -123,13 +126,11 @@ from compactlog.broker.coordinator.api import (
     SyncGroupResult,
 )
 from compactlog.broker.coordinator.assignors import TopicMetadata
-from compactlog.broker.coordinator.classic_group import (
-    CONSUMER_PROTOCOL_TYPE as CLASSIC_CONSUMER_PROTOCOL_TYPE,
-)
 from compactlog.broker.coordinator.classic_group import ClassicGroup, ClassicGroupMember, GroupState
 from compactlog.broker.coordinator.config import GroupCoordinatorConfig
 from compactlog.broker.coordinator.consumer_group import CONSUMER_GROUP_PROTOCOL_TYPE
 from compactlog.broker.coordinator.consumer_groups import (
+    ConsumerGroupError,
     ConsumerGroupManager,
     DescribedConsumerGroup,
     HeartbeatResult,
@@ -138,6 +139,7 @@ from compactlog.broker.coordinator.consumer_groups import (
 from compactlog.broker.coordinator.consumer_records import CONSUMER_RECORD_TYPES, Replayer
 from compactlog.broker.coordinator.delayed import Pending, Timer
 from compactlog.broker.coordinator.membership import GroupMembership
+from compactlog.broker.coordinator.migration import Migration
 from compactlog.broker.coordinator.offsets import OffsetManager, group_tombstone
 from compactlog.broker.coordinator.offsets_topic import (
     OFFSETS_TOPIC,
@@ -200,6 +202,8 @@ class GroupCoordinator:
             self._topic_metadata,
             lambda: [t for t in self.store.topics() if t not in _INTERNAL_TOPICS],
         )
+        self.migration = Migration(self)
+        self.consumer.downgrade = self.migration.maybe_downgrade
 
     # --- start-up -----------------------------------------------------------------------------
     @classmethod
@@ -433,8 +437,21 @@ class GroupCoordinator:
             rebalance_timeout_ms = session_timeout_ms
         if group_id in self.consumer.groups:
             if not self.consumer.is_empty(group_id):
-                return Pending.completed(
-                    JoinGroupResult(INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+                if self.config.group_consumer_migration_policy == "disabled":
+                    return Pending.completed(
+                        JoinGroupResult(INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+                    )
+                return self.migration.join(
+                    group_id,
+                    member_id,
+                    group_instance_id,
+                    client_id,
+                    client_host,
+                    protocol_type,
+                    tuple((str(name), bytes(metadata)) for name, metadata in protocols),
+                    session_timeout_ms,
+                    rebalance_timeout_ms,
+                    require_known_member_id,
                 )
             # An empty consumer group becomes a classic one.
             error = self.consumer.delete(group_id)
@@ -470,6 +487,10 @@ class GroupCoordinator:
         self._advance()
         if not group_id:
             return Pending.completed(SyncGroupResult(INVALID_GROUP_ID))
+        if self.migration.has_classic_members(group_id):
+            return self.migration.sync(
+                group_id, generation, member_id, group_instance_id, protocol_type, protocol_name
+            )
         return self.membership.sync(
             group_id,
             generation,
@@ -491,6 +512,8 @@ class GroupCoordinator:
         self._advance()
         if not group_id:
             return INVALID_GROUP_ID
+        if self.migration.has_classic_members(group_id):
+            return self.migration.heartbeat(group_id, generation, member_id, group_instance_id)
         return self.membership.heartbeat(group_id, generation, member_id, group_instance_id)
 
     def leave_group(
@@ -501,6 +524,8 @@ class GroupCoordinator:
         self._advance()
         if not group_id:
             return LeaveGroupResult(INVALID_GROUP_ID)
+        if self.migration.has_classic_members(group_id):
+            return self.migration.leave(group_id, [MemberIdentity(*m) for m in members])
         return self.membership.leave(group_id, [MemberIdentity(*m) for m in members])
 
     def commit_offsets(
@@ -525,7 +550,7 @@ class GroupCoordinator:
             return [PartitionResult(p.topic, p.partition, INVALID_GROUP_ID) for p in partitions]
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is not None:
-            error = self.consumer.validate_offset_commit(consumer_group, member_id, generation)
+            error = self.migration.validate_offset_commit(consumer_group, member_id, generation)
             if error != NONE:
                 return [PartitionResult(p.topic, p.partition, error) for p in partitions]
             return self.offset_manager.commit(
@@ -660,15 +685,36 @@ class GroupCoordinator:
             and group_id not in self.consumer.groups
             and (member_epoch != 0 or not classic.is_in(GroupState.EMPTY))
         ):
+            # Kafka checks the request before it looks at the group: a bad request neither
+            # converts a classic group nor learns what it is.
+            try:
+                self.consumer._validate(
+                    group_id,
+                    member_id,
+                    member_epoch,
+                    instance_id,
+                    rack_id,
+                    rebalance_timeout_ms,
+                    subscribed_topic_names,
+                    subscribed_topic_regex,
+                    server_assignor,
+                    owned,
+                )
+            except ConsumerGroupError as exc:
+                return HeartbeatResult(exc.code, exc.message, member_epoch=member_epoch)
             if member_epoch != 0:
                 return HeartbeatResult(
                     GROUP_ID_NOT_FOUND,
                     f"Group {group_id} is not a consumer group.",
                     member_epoch=member_epoch,
                 )
-            return HeartbeatResult(
-                GROUP_ID_NOT_FOUND, self._no_upgrade(classic), member_epoch=member_epoch
-            )
+            refusal = self.migration.upgrade_refusal(classic)
+            if refusal is not None:
+                return HeartbeatResult(GROUP_ID_NOT_FOUND, refusal, member_epoch=member_epoch)
+            error, message = self.migration.upgrade(classic)
+            if error != NONE:
+                return HeartbeatResult(error, message, member_epoch=member_epoch)
+            classic = None
         result = self.consumer.heartbeat(
             group_id,
             member_id,
@@ -688,25 +734,6 @@ class GroupCoordinator:
             self.append(group_id, [group_tombstone(group_id)])
             self.remove_group(group_id)
         return result
-
-    def _no_upgrade(self, classic: ClassicGroup) -> str:
-        """Why a classic group with members does not become a consumer group: Kafka's reason
-        where Kafka would refuse too, else that compactlog does not convert live groups."""
-        group_id = classic.group_id
-        if self.config.group_consumer_migration_policy not in ("bidirectional", "upgrade"):
-            return (
-                f"Cannot upgrade classic group {group_id} to consumer group because online "
-                "upgrade is disabled."
-            )
-        if classic.protocol_type != CLASSIC_CONSUMER_PROTOCOL_TYPE:
-            return (
-                f"Cannot upgrade classic group {group_id} to consumer group because the group "
-                "does not use the consumer embedded protocol."
-            )
-        return (
-            f"Cannot upgrade classic group {group_id} to consumer group: compactlog does not "
-            "convert a group that has members (online upgrade); stop its classic members first."
-        )
 
     def consumer_group_describe(self, group_ids: Sequence[str]) -> list[DescribedConsumerGroup]:
         """ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for an unknown group and for a classic one."""

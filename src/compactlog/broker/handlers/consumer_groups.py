@@ -5,8 +5,8 @@ ConsumerGroupManager` (through :class:`~compactlog.broker.coordinator.service.Gr
 The handlers copy fields: assignments name topics by topic id on the wire and in the
 coordinator; ConsumerGroupDescribe adds each topic's name (a topic deleted since is left out,
 as Kafka leaves out topics missing from its metadata image). Members are described with
-``member_type`` 1 (consumer protocol) from v1: no classic member ever joins a consumer group
-here.
+``member_type`` from v1: 1 for a member that speaks the consumer protocol, 0 for a classic
+member of the group (see :mod:`~compactlog.broker.coordinator.migration`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ __all__ = ["handle_consumer_group_describe", "handle_consumer_group_heartbeat"]
 
 #: ``ConsumerGroupDescribe`` v1 ``MemberType`` of a member that uses the consumer protocol.
 CONSUMER_MEMBER_TYPE = 1
+#: ... and of a classic member of a consumer group.
+CLASSIC_MEMBER_TYPE = 0
 
 
 def _client_host(peer: Peer) -> str:
@@ -152,7 +154,11 @@ async def handle_consumer_group_describe(
                         "subscribed_topic_regex": m.member.subscribed_topic_regex,
                         "assignment": _described(m.member.assigned, names),
                         "target_assignment": _described(m.target, names),
-                        "member_type": CONSUMER_MEMBER_TYPE,
+                        "member_type": (
+                            CONSUMER_MEMBER_TYPE
+                            if m.member.classic is None
+                            else CLASSIC_MEMBER_TYPE
+                        ),
                     }
                     for m in g.members
                 ],

@@ -1,7 +1,8 @@
 """Kafka 4.4's Java clients and tools against compactlog over TLS and SASL: the perf-test
 producer over SASL_SSL with SCRAM-SHA-512 while the broker makes it re-authenticate every 2 s,
 the console consumer over mutual TLS with PEM key and truststores, and kafka-topics over
-SASL_SSL with PLAIN; and a wrong password refused with Kafka's message."""
+SASL_SSL with PLAIN; kafka-topics over SASL_PLAINTEXT with each mechanism; and a wrong password
+refused with Kafka's message."""
 
 from __future__ import annotations
 
@@ -125,3 +126,37 @@ def test_java_clients_over_tls_and_sasl(
     )  # fmt: skip
     assert refused.returncode != 0
     assert "Authentication failed: Invalid username or password" in refused.stdout + refused.stderr
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_java_tools_over_sasl_plaintext_with_each_mechanism(mechanism: str, tmp_path: Path) -> None:
+    """kafka-topics over SASL_PLAINTEXT, with each mechanism, creates and lists a topic."""
+    from compactlog.broker.server import BrokerThread
+
+    config = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(PLAIN_USERS),
+    }
+    with BrokerThread(tmp_path / "data", config=config) as broker:
+        add_scram_user(broker, "carol", "carol-secret")
+        user, password = (
+            ("alice", "alice-secret") if mechanism == "PLAIN" else ("carol", "carol-secret")
+        )
+        module = PLAIN if mechanism == "PLAIN" else SCRAM
+        jaas = f'{module} required username="{user}" password="{password}";'
+        properties = tmp_path / "client.properties"
+        properties.write_text(
+            f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism={mechanism}\n"
+            f"sasl.jaas.config={jaas}\n"
+        )
+        bootstrap = broker.bootstrap_for("SASL_PLAINTEXT")
+        created = run_tool(
+            "kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic", "t",
+            "--command-config", str(properties), timeout=120,
+        )  # fmt: skip
+        assert created.returncode == 0, created.stdout + created.stderr
+        listed = run_tool(
+            "kafka-topics", "--bootstrap-server", bootstrap, "--list",
+            "--command-config", str(properties), timeout=120,
+        )  # fmt: skip
+        assert listed.returncode == 0 and listed.stdout.split() == ["t"], listed.stderr

@@ -33,7 +33,7 @@ def test_every_command_is_listed() -> None:
         "spark", "spark compact", "spark pipeline", "spark report", "spark snapshot",
         "spark workload", "salvage", "quarantine", "quarantine list", "quarantine show",
         "quarantine delete", "groups", "groups list", "groups describe",
-        "groups reset-offsets", "groups delete", "delete-records", "roll",
+        "groups reset-offsets", "groups delete", "delete-records", "roll", "make-test-ca",
     }  # fmt: skip
 
 

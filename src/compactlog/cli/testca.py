@@ -216,9 +216,16 @@ def make_test_ca_command(
     directory: Path, sans: tuple[str, ...], clients: tuple[str, ...], organization: str,
     days: int, expired: bool, key_password: str | None,
 ) -> None:  # fmt: skip
-    """Make a test CA and PEM certificates for TLS listeners (tests and trials only).
+    """Make a test CA and PEM certificates for a broker's TLS listeners (tests and trials only).
+
+    Writes ca.pem (the truststore), broker.pem (key and chain for ssl.keystore.location) and
+    per --client NAME a client certificate with subject CN=NAME, into DIRECTORY; a CA already
+    there is kept and issues the new certificates.
 
     \b
-    compactlog make-test-ca tls --san localhost --san 127.0.0.1 --client alice
+    Example:
+      compactlog make-test-ca tls --san localhost --san 127.0.0.1 --client alice
+
+    Exit codes: 0 success, 2 bad option.
     """
     make_test_ca(directory, list(sans), list(clients), organization, days, expired, key_password)

@@ -57,3 +57,24 @@ if [ -f "$kafka_pom" ] && command -v java >/dev/null; then
     unset kafka_want
 fi
 unset kafka_pom kafka_stamp
+# Other JVM test dependencies (Spark's Kafka connector, Delta Lake, an S3-compatible server...):
+# each tests/jars/<name>/pom.xml is fetched from Maven Central into .jars/<name>/, once per
+# version of that file, like Kafka's jars above. A failure skips the tests that need those jars.
+if command -v java >/dev/null && command -v mvn >/dev/null; then
+    for jars_pom in tests/jars/*/pom.xml; do
+        [ -f "$jars_pom" ] || continue
+        jars_name=$(basename "$(dirname "$jars_pom")")
+        jars_want=$(sha256sum "$jars_pom" | cut -d' ' -f1)
+        if [ ! -f ".jars/$jars_name.sha256" ] || [ "$(cat ".jars/$jars_name.sha256")" != "$jars_want" ]; then
+            rm -rf ".jars/$jars_name"
+            mkdir -p .jars
+            if mvn -q -B -f "$jars_pom" dependency:copy-dependencies -DoutputDirectory="$PWD/.jars/$jars_name" >".jars/$jars_name.mvn.log" 2>&1; then
+                echo "$jars_want" > ".jars/$jars_name.sha256"
+            else
+                cat ".jars/$jars_name.mvn.log" >&2
+                echo "setup-env: mvn could not fetch $jars_pom; the tests that need it will be skipped" >&2
+            fi
+        fi
+    done
+    unset jars_pom jars_name jars_want
+fi

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from tests.broker.helpers.clients import (
     needs_kafka_python,
     needs_kcat,
 )
+from tests.broker.helpers.groups import wait_for_exact_cover
 from tests.broker.helpers.server import Brokers
 from tests.broker.helpers.store import append, create_topic
 
@@ -136,36 +136,6 @@ class Member(threading.Thread):
             await consumer.stop()
 
 
-def wait_for_exact_cover(members: list[Member], timeout: float = 45.0) -> dict[str, frozenset[int]]:
-    """Wait until the members' assignments are disjoint, cover every partition, and stay so for
-    a second (a member may still hold its old partitions for a moment during a rebalance)."""
-    deadline = time.monotonic() + timeout
-    stable_since: float | None = None
-    last: dict[str, frozenset[int] | None] = {}
-    while True:
-        for m in members:
-            if m.error is not None:
-                raise AssertionError(f"{m.client} failed: {m.error!r}") from m.error
-        last = {m.client: m.assignment for m in members}
-        held = [a for a in last.values() if a is not None]
-        exact = (
-            len(held) == len(members)
-            and all(held)
-            and sum(len(a) for a in held) == PARTITIONS
-            and frozenset().union(*held) == frozenset(range(PARTITIONS))
-        )
-        now = time.monotonic()
-        if exact:
-            stable_since = stable_since or now
-            if now - stable_since >= 1.0:
-                return {k: v for k, v in last.items() if v is not None}
-        else:
-            stable_since = None
-        if now > deadline:
-            raise AssertionError(f"no exact assignment of {PARTITIONS} partitions: {last}")
-        time.sleep(0.05)
-
-
 MIXED = ["kafka-python", "confluent-kafka", "aiokafka"]
 
 
@@ -181,13 +151,13 @@ def test_mixed_group_assigns_every_partition_once_and_rebalances_on_leave(broker
             member = Member(client, broker.bootstrap, "mixed")
             member.start()
             members.append(member)
-        first = wait_for_exact_cover(members)
+        first = wait_for_exact_cover(members, PARTITIONS, timeout=45.0, name=lambda m: m.client)
         # roundrobin over 6 partitions and 3 members: 2 each.
         assert sorted(len(a) for a in first.values()) == [2, 2, 2], first
 
         leaving = members.pop(1)  # confluent-kafka
         leaving.leave()
-        second = wait_for_exact_cover(members)
+        second = wait_for_exact_cover(members, PARTITIONS, timeout=45.0, name=lambda m: m.client)
         assert sorted(len(a) for a in second.values()) == [3, 3], second
         moved = first[leaving.client]
         assert moved <= frozenset().union(*second.values())

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.broker.helpers.clients import CLIENT_TIMEOUT_S, needs_confluent, needs_kafka_python
+from tests.broker.helpers.groups import wait_for_exact_cover
 from tests.broker.helpers.server import Brokers
 from tests.broker.helpers.store import append, create_topic
 
@@ -162,35 +163,6 @@ class ChildMember:
         self.proc.stdout.close()
 
 
-def wait_for_exact_cover(members: list[Any], timeout: float = 30.0) -> dict[str, frozenset[int]]:
-    """Wait until the members' assignments are disjoint, cover every partition, and stay so
-    for a second."""
-    deadline = time.monotonic() + timeout
-    stable_since: float | None = None
-    while True:
-        for m in members:
-            if m.error is not None:
-                raise AssertionError(f"{m.name} failed: {m.error!r}") from m.error
-        last = {m.name: m.assignment for m in members}
-        held = [a for a in last.values() if a is not None]
-        exact = (
-            len(held) == len(members)
-            and all(held)
-            and sum(len(a) for a in held) == PARTITIONS
-            and frozenset().union(*held) == frozenset(range(PARTITIONS))
-        )
-        now = time.monotonic()
-        if exact:
-            stable_since = stable_since or now
-            if now - stable_since >= 1.0:
-                return {k: v for k, v in last.items() if v is not None}
-        else:
-            stable_since = None
-        if now > deadline:
-            raise AssertionError(f"no exact assignment of {PARTITIONS} partitions: {last}")
-        time.sleep(0.05)
-
-
 @needs_confluent
 def test_group_rebalances_on_join_leave_and_death_without_double_reads(brokers: Brokers) -> None:
     broker = brokers.start(config=CONFIG)
@@ -213,27 +185,28 @@ def test_group_rebalances_on_join_leave_and_death_without_double_reads(brokers: 
         a = Member("a", broker.bootstrap, "g848")
         a.start()
         members.append(a)
-        assert wait_for_exact_cover(members) == {"member-a": frozenset(range(PARTITIONS))}
+        only_a = wait_for_exact_cover(members, PARTITIONS)
+        assert only_a == {"member-a": frozenset(range(PARTITIONS))}
         for name in ("b", "c"):
             m = Member(name, broker.bootstrap, "g848")
             m.start()
             members.append(m)
-        three = wait_for_exact_cover(members)
+        three = wait_for_exact_cover(members, PARTITIONS)
         assert sorted(len(p) for p in three.values()) == [2, 2, 2], three
 
         # A member leaves: the two others share its partitions.
         leaving = members.pop()
         leaving.leave()
-        two = wait_for_exact_cover(members)
+        two = wait_for_exact_cover(members, PARTITIONS)
         assert sorted(len(p) for p in two.values()) == [3, 3], two
 
         # A member dies (no leave): after the session timeout its partitions move.
         child = ChildMember(broker.bootstrap, "g848")
-        with_child = wait_for_exact_cover([*members, child])
+        with_child = wait_for_exact_cover([*members, child], PARTITIONS)
         assert sorted(len(p) for p in with_child.values()) == [2, 2, 2], with_child
         child.kill()
         killed_at = time.monotonic()
-        after = wait_for_exact_cover(members, timeout=SESSION_MS / 1000 + 20)
+        after = wait_for_exact_cover(members, PARTITIONS, timeout=SESSION_MS / 1000 + 20)
         assert sorted(len(p) for p in after.values()) == [3, 3], after
         assert time.monotonic() - killed_at >= SESSION_MS / 1000 - 1
         stop.set()
@@ -311,7 +284,7 @@ def test_static_member_restarts_without_a_rebalance(brokers: Brokers) -> None:
     try:
         for m in members:
             m.start()
-        first = wait_for_exact_cover(members)
+        first = wait_for_exact_cover(members, PARTITIONS)
         static.leave()
         members.remove(static)
         time.sleep(1.0)  # well within the 6 s session: box-1's partitions wait for it
@@ -319,7 +292,7 @@ def test_static_member_restarts_without_a_rebalance(brokers: Brokers) -> None:
         again = Member("static", broker.bootstrap, "static848", instance_id="box-1")
         again.start()
         members.append(again)
-        assert wait_for_exact_cover(members) == first
+        assert wait_for_exact_cover(members, PARTITIONS) == first
     finally:
         for m in members:
             m.leave()
@@ -369,7 +342,7 @@ def test_classic_and_consumer_members_do_not_mix(brokers: Brokers) -> None:
     member = Member("new", broker.bootstrap, "new-protocol")
     member.start()
     try:
-        wait_for_exact_cover([member])
+        wait_for_exact_cover([member], PARTITIONS)
         classic = KafkaConsumer(
             TOPIC, bootstrap_servers=broker.bootstrap, group_id="new-protocol",
             request_timeout_ms=10_000,

@@ -36,6 +36,7 @@ from compactlog.errors import (
 )
 from compactlog.storage.store import Store
 from tests.broker.helpers.clients import CLIENT_TIMEOUT_S, needs_confluent, needs_kafka_python
+from tests.broker.helpers.groups import wait_for_exact_cover
 from tests.broker.helpers.server import Brokers
 from tests.broker.helpers.store import append, create_topic
 from tests.broker.test_clients_kip848 import commit
@@ -554,32 +555,6 @@ def _group_type(bootstrap: str) -> str:
     return str(group.type.name)
 
 
-def _cover(members: list[Member], timeout: float = 30.0) -> dict[str, frozenset[int]]:
-    deadline = time.monotonic() + timeout
-    stable_since: float | None = None
-    while True:
-        for m in members:
-            if m.error is not None:
-                raise AssertionError(f"{m.name} failed: {m.error!r}") from m.error
-        last = {m.name: m.assignment for m in members}
-        held = [a for a in last.values() if a]
-        exact = (
-            len(held) == len(members)
-            and sum(len(a) for a in held) == PARTITIONS
-            and frozenset().union(*held) == frozenset(range(PARTITIONS))
-        )
-        now = time.monotonic()
-        if exact:
-            stable_since = stable_since or now
-            if now - stable_since >= 1.0:
-                return {k: v for k, v in last.items() if v is not None}
-        else:
-            stable_since = None
-        if now > deadline:
-            raise AssertionError(f"no exact assignment of {PARTITIONS} partitions: {last}")
-        time.sleep(0.05)
-
-
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 @pytest.mark.usefixtures("collect_client_garbage")
@@ -608,14 +583,14 @@ def test_clients_upgrade_and_downgrade_a_live_group(brokers: Brokers, classic_cl
     try:
         for m in classic:
             m.start()
-        assert sorted(map(len, _cover(members).values())) == [2, 2]
+        assert sorted(map(len, wait_for_exact_cover(members, PARTITIONS).values())) == [2, 2]
         assert _group_type(broker.bootstrap) == "CLASSIC"
 
         # A consumer-protocol member joins the live classic group: it becomes a consumer group.
         new = Member("consumer", "confluent-kafka", broker.bootstrap, ownership)
         new.start()
         members.append(new)
-        three = _cover(members)
+        three = wait_for_exact_cover(members, PARTITIONS)
         assert sorted(map(len, three.values())) == [1, 1, 2], three
         assert _group_type(broker.bootstrap) == "CONSUMER"
         # The classic members keep consuming.
@@ -630,7 +605,7 @@ def test_clients_upgrade_and_downgrade_a_live_group(brokers: Brokers, classic_cl
         # The consumer-protocol member leaves: the group is classic again.
         members.remove(new)
         new.leave()
-        assert sorted(map(len, _cover(members).values())) == [2, 2]
+        assert sorted(map(len, wait_for_exact_cover(members, PARTITIONS).values())) == [2, 2]
         assert _group_type(broker.bootstrap) == "CLASSIC"
 
         stop.set()

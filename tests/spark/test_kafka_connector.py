@@ -336,3 +336,31 @@ def test_a_stream_starting_below_the_log_start(spark: Any, served: Served, tmp_p
         with pytest.raises(Exception, match=errors[fmt]):
             _stream(spark, reader(fmt, "true"), f"{fmt}_lost", tmp_path / f"{fmt}-t")
         assert _stream(spark, reader(fmt, "false"), f"{fmt}_skip", tmp_path / f"{fmt}-f") == want
+
+
+def test_max_offsets_per_trigger_counts_offsets_in_the_connector(
+    spark: Any, served: Served, tmp_path: Path
+) -> None:
+    """``maxOffsetsPerTrigger=100`` on the compacted partition (offsets 0-999, 5 records left):
+    the connector cuts micro-batches by offsets, 10 of them (9 without a record); compactlog's
+    source counts records, so one micro-batch reads all 5."""
+
+    def batches(fmt: str) -> list[int]:
+        r = spark.readStream.format(fmt).option("assign", json.dumps({SKEW: [0]}))
+        r = r.option("maxOffsetsPerTrigger", "100").option("startingOffsets", "earliest")
+        if fmt == "kafka":
+            df = r.option("kafka.bootstrap.servers", served.bootstrap).load()
+        else:
+            df = r.load(str(served.data_dir))
+        query = (
+            df.writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path / fmt))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+        query.stop()
+        return [p["numInputRows"] for p in query.recentProgress]
+
+    assert batches("kafka") == [0] * 9 + [5]
+    assert batches("compactlog") == [5]

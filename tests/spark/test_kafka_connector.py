@@ -18,7 +18,11 @@ Findings each test asserts, on the connector's known compacted-topic problems:
   does the same, from the files.
 * ``minPartitions`` splits by offset count, so a compacted partition (a wide offset range, few
   records) gets many nearly empty tasks and a dense one a single large task; compactlog's source
-  splits by bytes and spreads the records.
+  splits by bytes and spreads the records. Likewise ``maxOffsetsPerTrigger`` counts offsets in
+  the connector (empty micro-batches over a gap) and records in compactlog's stream.
+* ``headers`` of a record without any: null through the connector, an empty array from
+  compactlog's source (the one difference in what both expose).
+* Writing back with ``df.write.format("kafka")`` lands every row in the broker's topic.
 """
 
 from __future__ import annotations

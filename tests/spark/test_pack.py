@@ -39,3 +39,13 @@ def test_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert "usage: python -m compactlog.spark.pack OUT.tar.gz" in capsys.readouterr().err
     assert main(["/nonexistent-dir/env.tar"]) == 3
     assert capsys.readouterr().err.startswith("Error: /nonexistent-dir/env.tar: the archive's")
+
+
+def test_compactlog_goes_as_sources_and_numbas_compiled_kernels() -> None:
+    from compactlog.spark.pack import _self_files
+
+    names = [name for _, name in _self_files()]
+    assert "compactlog/spark/pack.py" in names
+    assert "compactlog/py.typed" in names
+    cached = [n for n in names if "/__pycache__/" in n]
+    assert all(n.endswith((".nbi", ".nbc")) for n in cached), cached  # never bytecode

@@ -144,9 +144,12 @@ def test_cluster_gives_the_same_results_as_local(
                      str(tmp_path / "input"), str(on_cluster), str(NOW))  # fmt: skip
     try:
         run_steps(spark, str(tmp_path / "input"), str(local), NOW)
-    finally:
-        local_secs = time.monotonic() - started
-        output = finish(process, work)
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)  # no waiting for the cluster's side
+        process.wait()
+        raise
+    local_secs = time.monotonic() - started
+    output = finish(process, work)
     print(f"local steps {local_secs:.1f} s, cluster application {time.monotonic() - started:.1f} s")
 
     # The executors ran the packed environment's Python, in the workers' directories.

@@ -810,7 +810,7 @@ def bench_cluster(args: argparse.Namespace, root: str) -> None:
     127.0.0.1, one core each, executors' Python from a packed environment) and on local[2]."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from compactlog.spark.pack import pack
-    from tests.spark.cluster.standalone import SparkCluster, jvm_env
+    from tests.spark.cluster.standalone import SparkCluster
 
     work = os.path.join(root, "cluster")
     os.makedirs(work, exist_ok=True)
@@ -852,7 +852,8 @@ def bench_cluster(args: argparse.Namespace, root: str) -> None:
                     "spark.executor.memory": args.executor_memory,
                     "spark.executor.cores": "1",
                 }
-                env = jvm_env({"PATH": os.environ["PATH"], "PYSPARK_PYTHON": "./env/bin/python"})
+                # The driver's own Python workers (planning) run the unpacked copy in ``job``.
+                env = {**os.environ, "PYSPARK_PYTHON": "./env/bin/python"}
             results[name] = run_worker("compact", params, cwd=job, env=env)
             shutil.rmtree(params["data"], ignore_errors=True)
     finally:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -184,5 +185,9 @@ def test_cluster_gives_the_same_results_as_local(
     assert cluster_snap
     assert cluster_snap == snapshot_rows(local / "pipeline-out" / "snapshot")
     assert "OK" in output
-    # What crosses to the executors is small: Spark warns of a task over 1000 KiB.
+    # What crosses to the executors is small: every serialised task (the driver logs each one's
+    # size; 15 KB the largest when measured), and no warning of a task over 1000 KiB.
+    sizes = [int(n) for n in re.findall(r"Starting task .*? (\d+) bytes\)", output)]
+    assert sizes, "the driver logged no task"
+    assert max(sizes) < 64 * 1024, max(sizes)
     assert "very large size" not in output

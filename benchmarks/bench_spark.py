@@ -7,7 +7,8 @@ same disk, so a figure is read against what the machine can do rather than again
 another day. Progress goes to stderr.
 
     python benchmarks/bench_spark.py [--dir bench-data/spark] [--keys 20000000]
-        [--read-records 4000000] [--skip-compaction] [--skip-read] [--skip-scaling] [--keep]
+        [--read-records 4000000] [--skip-compaction] [--skip-read] [--skip-scaling]
+        [--skip-cluster] [--cluster-keys 1000000] [--executor-memory 2g] [--keep]
 
 Every Spark measurement runs in a subprocess of this script with its own JVM (Spark's settings,
 the master and the driver memory among them, bind when the JVM starts), ``local_session`` with
@@ -53,6 +54,12 @@ Figures:
   of ``--repeats``) and a one-pass compaction of a smaller log (``--scaling-keys`` keys + a
   quarter of updates, after a warm-up) in a local[1] and a local[2] session, each in its own
   process; seconds of each and the speedup of local[2] (local[1] seconds / local[2] seconds).
+* ``cluster_executor_env`` and ``cluster_one_pass_compaction``: the executors' environment
+  packed by ``compactlog.spark.pack`` (MB, seconds), then a one-pass compaction of a log of
+  ``--cluster-keys`` keys + a quarter of updates, after a warm-up, on local[2] and on a Spark
+  standalone cluster on 127.0.0.1 (a master and two workers, one core and
+  ``--executor-memory`` each, executors' Python from ``spark.archives``), each in its own
+  driver process; records/s of the cluster and the ratio to local[2].
 * ``machine`` and ``load_average_at_end``: cores, memory, versions, and the load average at the
   start and the end (other jobs share the machine: read the figures against it).
 """
@@ -70,6 +77,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -223,7 +231,9 @@ def disk_bytes(directory: str) -> int:
 # --- workers: one Spark session (one JVM) each ----------------------------------------------------
 
 
-def run_worker(kind: str, params: dict[str, Any]) -> dict[str, Any]:
+def run_worker(
+    kind: str, params: dict[str, Any], cwd: str | None = None, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Run ``kind`` in a fresh process of this script; its last stdout line is the result."""
     say(f"starting worker {kind} ({params.get('master', '')})")
     out = subprocess.run(
@@ -231,6 +241,8 @@ def run_worker(kind: str, params: dict[str, Any]) -> dict[str, Any]:
         stdout=subprocess.PIPE,
         text=True,
         check=False,
+        cwd=cwd,
+        env=env,
     )
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 or not lines:
@@ -255,6 +267,7 @@ def _session(params: dict[str, Any], app: str) -> Any:
             "spark.eventLog.enabled": "true",
             "spark.eventLog.dir": "file://" + os.path.abspath(events),
             "spark.eventLog.compress": "false",
+            **params.get("conf", {}),  # the cluster's: spark.archives, executor memory
         },
     )
     say(f"  {params['master']} session up in {time.monotonic() - started:.1f} s")
@@ -792,6 +805,88 @@ def bench_scaling(args: argparse.Namespace, root: str, read: BuiltLog) -> None:
     shutil.rmtree(pristine.data_dir, ignore_errors=True)
 
 
+def bench_cluster(args: argparse.Namespace, root: str) -> None:
+    """The one-pass compaction on a Spark standalone cluster (a master and two workers on
+    127.0.0.1, one core each, executors' Python from a packed environment) and on local[2]."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from compactlog.spark.pack import pack
+    from tests.spark.cluster.standalone import SparkCluster
+
+    work = os.path.join(root, "cluster")
+    os.makedirs(work, exist_ok=True)
+    updates = args.cluster_keys // 4
+    say(f"cluster: building {args.cluster_keys:,} keys + {updates:,} updates")
+    pristine = build_compacted_log(os.path.join(work, "pristine"), args.cluster_keys, updates, 3)
+    packed = pack(os.path.join(work, "env.tar.gz"))
+    emit(
+        "cluster_executor_env",
+        packed.archive_bytes / MB,
+        "MB",
+        seconds=_r(packed.seconds, 1),
+        unpacked_mb=_r(packed.bytes_in / MB, 1),
+        files=packed.files,
+        distributions=len(packed.distributions),
+        limit={"what": "pyspark's package, which the archive leaves out (MB)",
+               "value": _r(disk_bytes(os.path.dirname(__import__("pyspark").__file__)) / MB, 1)},
+        what="python -m compactlog.spark.pack env.tar.gz: compactlog and its run-time "
+        "dependencies without PySpark, gzip level 1",
+    )  # fmt: skip
+    job = os.path.join(work, "job")
+    os.makedirs(os.path.join(job, "env"), exist_ok=True)
+    subprocess.run(["tar", "-xzf", packed.path, "-C", os.path.join(job, "env")], check=True)
+    cluster = SparkCluster(Path(work) / "standalone", worker_memory=args.executor_memory)
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        cluster.start()
+        say(f"  cluster up in {cluster.started_secs:.1f} s at {cluster.url}")
+        for name, master in (("local[2]", "local[2]"), ("cluster", cluster.url)):
+            params = worker_params(args, os.path.join(work, name.replace("[", "").strip("]")))
+            params.update(master=master, data=os.path.join(params["work"], "data"))
+            shutil.rmtree(params["data"], ignore_errors=True)
+            shutil.copytree(pristine.data_dir, params["data"])
+            env = None
+            if master == cluster.url:
+                params["conf"] = {
+                    "spark.archives": f"{packed.path}#env",
+                    "spark.pyspark.python": "./env/bin/python",
+                    "spark.executor.memory": args.executor_memory,
+                    "spark.executor.cores": "1",
+                }
+                # The driver's own Python workers (planning) run the unpacked copy in ``job``.
+                env = {**os.environ, "PYSPARK_PYTHON": "./env/bin/python"}
+            results[name] = run_worker("compact", params, cwd=job, env=env)
+            shutil.rmtree(params["data"], ignore_errors=True)
+    finally:
+        orphans = cluster.stop()
+        if orphans:
+            say(f"  killed processes left after the cluster: {orphans}")
+    local, on_cluster = results["local[2]"], results["cluster"]
+    range_records = local["first_uncleanable_offset"] - local["first_dirty_offset"]
+    emit(
+        "cluster_one_pass_compaction",
+        range_records / on_cluster["seconds"],
+        "records/s",
+        records=range_records,
+        keys=pristine.keys,
+        cluster={"seconds": _r(on_cluster["seconds"]),
+                 "phases": {k: _r(v) for k, v in on_cluster["phases"].items()}},
+        local_2={"seconds": _r(local["seconds"]),
+                 "phases": {k: _r(v) for k, v in local["phases"].items()},
+                 "records_s": round(range_records / local["seconds"])},
+        cluster_over_local=_r(local["seconds"] / on_cluster["seconds"]),
+        ok=all(r["end_offset"] == r["first_uncleanable_offset"]
+               and r["records_after"] == pristine.keys for r in (local, on_cluster)),
+        executor_memory=args.executor_memory,
+        limit={"what": "cores of the machine, shared by the master, 2 workers (1 core each) "
+               "and the driver", "value": os.cpu_count()},
+        what="compact(mode='one-pass') of copies of the same log after a warm-up, on local[2] "
+        "and on a standalone cluster (2 workers x 1 core, executors in their own JVMs, Python "
+        "from spark.archives); records/s on the cluster; cluster_over_local = local seconds / "
+        "cluster seconds",
+    )  # fmt: skip
+    shutil.rmtree(pristine.data_dir, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default="bench-data/spark", help="work directory (created)")
@@ -818,6 +913,11 @@ def main() -> int:
     parser.add_argument("--skip-compaction", action="store_true", help="no compaction figures")
     parser.add_argument("--skip-read", action="store_true", help="no data source vs Parquet")
     parser.add_argument("--skip-scaling", action="store_true", help="no local[1] vs local[2]")
+    parser.add_argument("--skip-cluster", action="store_true", help="no cluster vs local[2]")
+    parser.add_argument(
+        "--cluster-keys", type=int, default=1_000_000, help="keys of the cluster compaction"
+    )
+    parser.add_argument("--executor-memory", default="2g", help="of the cluster's executors")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -853,6 +953,8 @@ def main() -> int:
             bench_read(args, root, read)
         if not args.skip_scaling:
             bench_scaling(args, root, read)
+    if not args.skip_cluster:
+        bench_cluster(args, root)
     emit("load_average_at_end", os.getloadavg()[0], "load", load_average=list(os.getloadavg()))
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)

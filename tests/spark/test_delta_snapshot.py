@@ -329,3 +329,49 @@ def test_the_cli_writes_and_refreshes_the_delta_table(spark: Any, tmp_path: Path
     _check(data, table)
     wrong = CliRunner().invoke(main, [*args[:-1], "iceberg"])
     assert wrong.exit_code == 2 and "'iceberg' is not one of 'parquet', 'delta'" in wrong.output
+
+
+_DELTA_ON_SPARK = textwrap.dedent(
+    """
+    import glob, sys
+    from compactlog.spark import local_session
+
+    jars, table = sys.argv[1:3]
+    spark = local_session("local[1]", "delta-on-spark", conf={
+        "spark.jars": ",".join(sorted(glob.glob(jars + "/*.jar"))),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    })
+    spark.range(3).write.format("delta").save(table)
+    print("appended", flush=True)
+    try:
+        print("read", spark.read.format("delta").load(table).count(), flush=True)
+    except Exception as exc:
+        print("read failed:", str(exc).splitlines()[1][:400], flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+def test_delta_on_spark_cannot_read_a_table_on_spark_4_3(tmp_path: Path) -> None:
+    """Why the table is written by delta-rs: the newest delta-spark (4.4.0, built for Spark
+    4.2) creates a table on PySpark 4.3 but fails to load one. When this fails because the
+    read works, a Delta release runs on this Spark: the module can use it."""
+    jars = Path(__file__).resolve().parents[2] / ".jars" / "delta"
+    if not list(jars.glob("delta-spark_*.jar")):
+        pytest.skip(f"no Delta jars in {jars} (scripts/setup-env.sh fetches them)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run(
+        [sys.executable, "-c", _DELTA_ON_SPARK, str(jars), str(tmp_path / "t")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "appended" in proc.stdout
+    assert "read failed: : java.lang.NoSuchMethodError" in proc.stdout, proc.stdout
+    assert "org.apache.spark.sql.execution.LogicalRDD.<init>" in proc.stdout
+    # delta-rs reads what Delta on Spark wrote.
+    assert DeltaTable(str(tmp_path / "t")).to_pyarrow_table().num_rows == 3

@@ -255,7 +255,6 @@ def _new_batch(
         .withColumn("_rank", F.row_number().over(newest))
         .where(F.col("_rank") == 1)
         .drop("_rank")
-        .orderBy("partition", "key")
     )
     batch = latest.toArrow()
     metrics = observation.get

@@ -183,11 +183,20 @@ def test_refreshes_equal_the_latest_record_per_key(spark: Any, tmp_path: Path) -
     _check(data, table)
     assert _state(table)[1][0] == (20, 54)
 
+    # The log start moves with nothing new: a MERGE of no rows deletes the rows below it.
+    with open_managed(data, ManualClock(NOW)) as store:
+        store.delete_records(TOPIC, 0, 52)
+    pruned = snapshot_delta(spark, data, TOPIC, table, headers=True)
+    assert pruned.incremental and not pruned.unchanged and pruned.records_read == 0
+    assert pruned.partitions[0].rows < fourth.partitions[0].rows
+    _check(data, table)
+    assert _state(table)[1][0] == (52, 54)
+
     # The refreshed table holds what one clean build of the same log holds.
     rebuilt = snapshot_delta(spark, data, TOPIC, tmp_path / "clean", headers=True)
     assert _deltars_rows(tmp_path / "clean") == _deltars_rows(table)
     assert _state(tmp_path / "clean")[1] == _state(table)[1]
-    assert rebuilt.rows == fourth.rows
+    assert rebuilt.rows == pruned.rows
 
     # Without headers the table is rewritten (a change of schema), and Spark reads it back.
     plain = snapshot_delta(spark, data, TOPIC, table)

@@ -58,9 +58,10 @@ The data, the new offsets and the txn version are one atomic commit. A run kille
 leaves the table as it was (plus unreferenced data files that ``VACUUM`` removes), and the
 rerun plans from the same offsets, so it writes what one clean run writes; a run killed after
 it has nothing left to do. Two refreshes of one table at once: the second is refused by
-``.snapshot.lock`` on this host, and a writer elsewhere that commits the same txn appId
-concurrently makes delta-rs' conflict check fail the later commit. Nothing new and nothing
-pruned: no commit at all.
+``.snapshot.lock`` on this host. Across hosts there is no lock: a MERGE commits against the
+table version it read, and delta-rs refuses it (``CommitFailedError``, "a concurrent transaction
+added new data") when another commit touched the same data meanwhile; the txn version then
+tells the two refreshes apart. Nothing new and nothing pruned: no commit at all.
 
 Only local (or mounted) paths are accepted for the table: the lock is a local file.
 """

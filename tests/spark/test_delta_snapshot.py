@@ -306,6 +306,14 @@ def test_bad_tables_are_refused_and_left_alone(spark: Any, tmp_path: Path) -> No
     with pytest.raises(SnapshotError, match="neither empty nor a Delta table"):
         snapshot_delta(spark, data, TOPIC, cluttered)
 
+    # A first build killed before its commit left data files and no Delta log: built anyway.
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    stray = crashed / "part-00000-0eb9f6d5-655d-47a0-859b-3e5ca3fde4ca-c000.snappy.parquet"
+    stray.write_bytes(b"PAR1 torn")
+    snapshot_delta(spark, data, TOPIC, crashed)
+    _check(data, crashed)
+
     parquet = tmp_path / "parquet"
     snapshot(spark, data, TOPIC, parquet)
     with pytest.raises(SnapshotError, match="holds a Parquet snapshot"):

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from typing import Any
 
@@ -102,6 +103,8 @@ __all__ = [
 
 APP_ID_PREFIX = "compactlog-snapshot/"
 _DELTA_LOG = "_delta_log"
+#: the name delta-rs gives a data file: part-00000-<uuid>-c000.<codec>.parquet
+_UNCOMMITTED_DATA_FILE = re.compile(r"part-[0-9]{5}-[0-9a-f-]{36}-c[0-9]{3}(\.[a-z0-9]+)?\.parquet")
 
 
 class DeltaState:
@@ -194,7 +197,12 @@ def _check_table_dir(table_dir: str) -> None:
             "its own directory"
         )
     if os.path.isdir(table_dir) and not os.path.isdir(os.path.join(table_dir, _DELTA_LOG)):
-        others = [n for n in os.listdir(table_dir) if not n.startswith(".")]
+        # Data files of a first build killed before its commit are no one's: the build redoes them.
+        others = [
+            n
+            for n in os.listdir(table_dir)
+            if not n.startswith(".") and not _UNCOMMITTED_DATA_FILE.fullmatch(n)
+        ]
         if others:
             raise SnapshotError(
                 f"{table_dir} is neither empty nor a Delta table (it holds {sorted(others)[:3]}): "

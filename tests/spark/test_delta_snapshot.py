@@ -392,3 +392,19 @@ def test_delta_on_spark_cannot_read_a_table_on_spark_4_3(tmp_path: Path) -> None
     assert "org.apache.spark.sql.execution.LogicalRDD.<init>" in proc.stdout
     # delta-rs reads what Delta on Spark wrote.
     assert DeltaTable(str(tmp_path / "t")).to_pyarrow_table().num_rows == 3
+
+
+def test_a_recreated_topic_overwrites_the_table(spark: Any, tmp_path: Path) -> None:
+    data, table = tmp_path / "data", tmp_path / "table"
+    _create(data)
+    _produce(data, 0, 12, 5)
+    snapshot_delta(spark, data, TOPIC, table)
+    with open_managed(data, ManualClock(NOW)) as store:
+        store.delete_topic(TOPIC)
+    _create(data)
+    _produce(data, 100, 3, 50)
+    again = snapshot_delta(spark, data, TOPIC, table)
+    assert not again.incremental and "was recreated" in str(again.reason)
+    assert DeltaTable(str(table)).history(1)[0]["operation"] == "WRITE"
+    assert _check(data, table).keys() == {(0, b"k0"), (0, b"k2")}  # k1's record is a tombstone
+    assert _state(table) == (2, {0: (0, 2), 1: (0, 1)})

@@ -60,6 +60,14 @@ Figures:
   standalone cluster on 127.0.0.1 (a master and two workers, one core and
   ``--executor-memory`` each, executors' Python from ``spark.archives``), each in its own
   driver process; records/s of the cluster and the ratio to local[2].
+* ``snapshot_refresh_delta`` and ``snapshot_refresh_parquet``: a topic of ``--snapshot-keys``
+  (1 M) distinct keys (100-byte records over ``--read-partitions`` partitions) snapshotted in
+  full as a Delta table (``snapshot_delta``) and as the Parquet snapshot, then refreshed after
+  each batch of ``--snapshot-batches`` (1,000, 10,000, 100,000) new records that update existing
+  keys (every 20th a tombstone), after an untimed warm-up refresh of 100; seconds of each
+  refresh, microseconds per new record (the slope from the smallest to the largest batch) and the
+  fixed cost per refresh (the intercept). Delta's MERGE rewrites only the files holding matched
+  keys; the Parquet snapshot rewrites the whole table each time.
 * ``machine`` and ``load_average_at_end``: cores, memory, versions, and the load average at the
   start and the end (other jobs share the machine: read the figures against it).
 """
@@ -451,6 +459,106 @@ WORKERS = {
     "scaling": worker_scaling,
     "kafka": worker_kafka,
 }
+
+
+# --- snapshot refresh cost -----------------------------------------------------------------------
+
+SNAPSHOT_TOPIC = "snap"
+
+
+def _append_snapshot_records(store: Store, lo: int, n: int, keys: int, partitions: int) -> None:
+    """``n`` records of 100 bytes for keys ``i % keys`` (so beyond the first ``keys`` records
+    they update existing keys); every 20th update is a tombstone."""
+    pool = np.random.default_rng(lo).bytes(84 * APPEND_RECORDS)
+    for at in range(lo, lo + n, APPEND_RECORDS):
+        chunk = range(at, min(at + APPEND_RECORDS, lo + n))
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for j, i in enumerate(chunk):
+            value = None if i >= keys and i % 20 == 0 else pool[84 * j : 84 * j + 84]
+            by_partition.setdefault(i % partitions, []).append((b"key-%012d" % (i % keys), value))
+        for partition, rows in by_partition.items():
+            store.append(SNAPSHOT_TOPIC, partition, rows)
+    store.flush()
+
+
+def worker_snapshot_refresh(params: dict[str, Any]) -> dict[str, Any]:
+    """Full build, then refreshes of growing batches, of the Delta and the Parquet snapshot."""
+    from compactlog.spark.delta_snapshot import snapshot_delta
+    from compactlog.spark.snapshot import snapshot
+
+    spark = _session(params, "bench-snapshot-refresh")
+    data, keys, partitions = params["data_dir"], params["keys"], params["partitions"]
+    shutil.rmtree(data, ignore_errors=True)
+    tables = {"delta": os.path.join(params["work"], "delta"), "parquet": params["work"] + "/pq"}
+    for table in tables.values():
+        shutil.rmtree(table, ignore_errors=True)
+    runs = {"delta": snapshot_delta, "parquet": snapshot}
+    tiny = os.path.join(params["work"], "tiny")
+    build_tiny_log(tiny)
+    for kind, run in runs.items():  # warm-up: Python workers, the data source, delta-rs
+        run(spark, tiny, TOPIC, os.path.join(params["work"], f"tiny-{kind}"))
+    with Store.open(data) as store:
+        store.create_topic(SNAPSHOT_TOPIC, partitions)
+        _append_snapshot_records(store, 0, keys, keys, partitions)
+    written = keys
+    result: dict[str, Any] = {"full": {}, "refreshes": []}
+    for kind, run in runs.items():
+        started = time.perf_counter()
+        r = run(spark, data, SNAPSHOT_TOPIC, tables[kind])
+        result["full"][kind] = {"seconds": time.perf_counter() - started, "rows": r.rows}
+        say(f"  full {kind} snapshot of {r.rows:,} rows in {result['full'][kind]['seconds']:.1f} s")
+    for batch in [100, *params["batches"]]:  # the first one warms both paths up, untimed
+        with Store.open(data) as store:
+            _append_snapshot_records(store, written, batch, keys, partitions)
+        written += batch
+        row: dict[str, Any] = {"new_records": batch}
+        for kind, run in runs.items():
+            started = time.perf_counter()
+            r = run(spark, data, SNAPSHOT_TOPIC, tables[kind])
+            row[kind] = time.perf_counter() - started
+            assert r.incremental and r.records_read == batch, (kind, r)
+            row[f"{kind}_rows"] = r.rows
+        assert row["delta_rows"] == row["parquet_rows"], row
+        if batch != 100 or 100 in params["batches"]:
+            result["refreshes"].append(row)
+            say(
+                f"  refresh of {batch:,}: delta {row['delta']:.2f} s, "
+                f"parquet {row['parquet']:.2f} s"
+            )
+    spark.stop()
+    return result
+
+
+WORKERS["snapshot_refresh"] = worker_snapshot_refresh
+
+
+def bench_snapshot_refresh(args: argparse.Namespace, root: str) -> None:
+    """``snapshot_refresh``: seconds per refresh and the cost per new record (the slope between
+    the smallest and the largest batch), Delta (MERGE) against Parquet (copy on write)."""
+    batches = [int(b) for b in args.snapshot_batches.split(",")]
+    say(f"snapshot refresh: {args.snapshot_keys:,} keys, batches {batches}")
+    params = worker_params(
+        args,
+        os.path.join(root, "snapshot"),
+        data_dir=os.path.join(root, "snapshot-data"),
+        keys=args.snapshot_keys,
+        partitions=args.read_partitions,
+        batches=batches,
+    )
+    res = run_worker("snapshot_refresh", params)
+    rows = res["refreshes"]
+    small, large = rows[0], rows[-1]
+    for kind in ("delta", "parquet"):
+        slope = (large[kind] - small[kind]) / max(1, large["new_records"] - small["new_records"])
+        emit(
+            f"snapshot_refresh_{kind}",
+            slope * 1e6,
+            "us/new record",
+            fixed_seconds=_r(small[kind] - slope * small["new_records"]),
+            table_rows=large[f"{kind}_rows"],
+            full_build_seconds=_r(res["full"][kind]["seconds"]),
+            refreshes=[{"new_records": r["new_records"], "seconds": _r(r[kind])} for r in rows],
+        )
 
 
 # --- the event log --------------------------------------------------------------------------------
@@ -918,6 +1026,15 @@ def main() -> int:
         "--cluster-keys", type=int, default=1_000_000, help="keys of the cluster compaction"
     )
     parser.add_argument("--executor-memory", default="2g", help="of the cluster's executors")
+    parser.add_argument(
+        "--skip-snapshot", action="store_true", help="no snapshot refresh (Delta vs Parquet)"
+    )
+    parser.add_argument(
+        "--snapshot-keys", type=int, default=1_000_000, help="live keys of the snapshot table"
+    )
+    parser.add_argument(
+        "--snapshot-batches", default="1000,10000,100000", help="new records per timed refresh"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -955,6 +1072,8 @@ def main() -> int:
             bench_scaling(args, root, read)
     if not args.skip_cluster:
         bench_cluster(args, root)
+    if not args.skip_snapshot:
+        bench_snapshot_refresh(args, root)
     emit("load_average_at_end", os.getloadavg()[0], "load", load_average=list(os.getloadavg()))
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)

@@ -177,6 +177,15 @@ def _echo(message: str) -> None:
 @click.argument("output_dir", type=click.Path(path_type=str))
 @click.option("--full", is_flag=True, help="Rebuild from the log instead of refreshing.")
 @click.option("--headers", is_flag=True, help="Keep each record's headers in the table.")
+@click.option(
+    "--format",
+    "table_format",
+    type=click.Choice(["parquet", "delta"]),
+    default="parquet",
+    show_default=True,
+    help="parquet: version-N directories and a _current pointer; delta: a Delta Lake table "
+    "refreshed by MERGE (needs the deltalake package).",
+)
 @MASTER
 @DRIVER_MEMORY
 @click.pass_context
@@ -186,6 +195,7 @@ def snapshot_command(
     output_dir: str,
     full: bool,
     headers: bool,
+    table_format: str,
     master: str,
     driver_memory: str,
 ) -> None:
@@ -195,18 +205,32 @@ def snapshot_command(
     partitioned by topic and partition. A refresh reads only the records after the previous
     snapshot's offsets; the switch to a new version is atomic.
 
+    With --format delta the table is a Delta Lake table that delta-rs, DuckDB and other Delta
+    readers open without Spark; each refresh is one MERGE commit holding the offsets read.
+
     \b
     Example:
       compactlog --data-dir data spark snapshot entities tables/entities
+      compactlog --data-dir data spark snapshot entities delta/entities --format delta
 
     Exit codes: 0 success, 2 bad option or topic name, or no PySpark/Java, 3 unknown topic,
     unusable output directory, or a storage error.
     """
     path = state(ctx).require_data_dir()
+    if table_format == "delta" and importlib.util.find_spec("deltalake") is None:
+        raise CliError(
+            "--format delta needs the deltalake package: pip install 'compactlog[spark]'",
+            EXIT_USAGE,
+        )
     spark = session(master, driver_memory)
-    from compactlog.spark.snapshot import snapshot  # noqa: PLC0415
+    if table_format == "delta":
+        from compactlog.spark.delta_snapshot import snapshot_delta  # noqa: PLC0415
 
-    r = snapshot(spark, path, topic, output_dir, full=full, headers=headers)
+        r = snapshot_delta(spark, path, topic, output_dir, full=full, headers=headers)
+    else:
+        from compactlog.spark.snapshot import snapshot  # noqa: PLC0415
+
+        r = snapshot(spark, path, topic, output_dir, full=full, headers=headers)
     if r.unchanged:
         how = "unchanged (nothing new)"
     else:

@@ -124,7 +124,7 @@ from compactlog.spark._snapshot_plan import (
     plan_refresh,
     topic_layout,
 )
-from compactlog.storage.fs import OsFileSystem, write_file_atomically
+from compactlog.storage.fs import OsFileSystem, refuse_uri, write_file_atomically
 from compactlog.storage.topic_catalog import TOPICS_FILE
 
 __all__ = [
@@ -242,6 +242,12 @@ def snapshot(
     Raises :class:`SnapshotError` (or the store's :class:`UnknownTopicOrPartitionError`) for
     bad input, before any Spark job.
     """
+    refuse_uri(
+        data_dir,
+        "the snapshot job",
+        "its refresh plan reads the data directory through the local filesystem only",
+    )
+    refuse_uri(output_dir, "the snapshot job's output", "it publishes by rename under a lock")
     started = time.monotonic()
     data = os.path.abspath(data_dir)
     out = os.path.abspath(output_dir)

@@ -165,24 +165,29 @@ def _rows(df: Any) -> list[tuple[Any, ...]]:
     ]
 
 
-def test_the_source_reads_the_same_rows_from_s3(
-    spark: Any, data: Path, remote: str, s3: dict[str, str]
-) -> None:
+def _read(spark: Any, path: str, **options: str) -> list[tuple[Any, ...]]:
     register(spark)
+    reader = spark.read.format("compactlog").option("includeHeaders", "true")
+    return _rows(reader.options(**options).load(path))
 
-    def read(path: str, **options: str) -> list[tuple[Any, ...]]:
-        reader = spark.read.format("compactlog").option("includeHeaders", "true")
-        return _rows(reader.options(**options).load(path))
 
-    local = read(str(data))
-    assert read(remote, **s3) == local
+@pytest.fixture(scope="module")
+def local(spark: Any, data: Path) -> list[tuple[Any, ...]]:
+    """Every record of the local directory, through the source."""
+    return _read(spark, str(data))
+
+
+def test_the_source_reads_the_same_rows_from_s3(
+    spark: Any, local: list[tuple[Any, ...]], remote: str, s3: dict[str, str]
+) -> None:
+    assert _read(spark, remote, **s3) == local
     offsets = [r[4] for r in local if r[2] == "t" and r[3] == 0]
     assert any(b - a > 1 for a, b in itertools.pairwise(offsets))  # cleaned: gaps
     assert min(r[4] for r in local if r[2] == "t" and r[3] == 1) >= 40  # the moved log start
     # Small splits of one partition from offset 50: several tasks per object, each reading
     # its own byte range of it.
     one = {"assign": '{"t": [0]}', "startingOffsets": '{"t": {"0": 50}}'}
-    split = read(remote, **s3, **one, maxBytesPerSplit="400")
+    split = _read(spark, remote, **s3, **one, maxBytesPerSplit="400")
     assert split == [r for r in local if r[2] == "t" and r[3] == 0 and r[4] >= 50]
 
 
@@ -196,12 +201,12 @@ def test_the_report_from_s3_equals_the_local_one(
     assert local[1].last_gap is not None and local[2].log_start_offset == 40
 
 
-def test_file_uri_reads_through_pyarrow_like_the_local_path(spark: Any, data: Path) -> None:
-    register(spark)
+def test_file_uri_reads_through_pyarrow_like_the_local_path(
+    spark: Any, data: Path, local: list[tuple[Any, ...]]
+) -> None:
     uri = f"file://{data}"
     assert isinstance(filesystem(uri), ArrowReadOnlyFileSystem)
-    reader = spark.read.format("compactlog")
-    assert _rows(reader.load(uri)) == _rows(reader.load(str(data)))
+    assert _read(spark, uri) == local
 
 
 def _damaged_copy(data: Path, tmp: Path) -> tuple[Path, str]:
@@ -268,8 +273,37 @@ def test_bad_storage_options_and_schemes(spark: Any, data: Path, remote: str) ->
         partition_report(spark, remote, storage_options={"fs.s3.checksums": "never"})
 
 
-def test_hdfs_goes_through_the_same_seam(spark: Any) -> None:
+def test_hdfs_goes_through_the_same_seam() -> None:
     """No namenode here: the hdfs:// path reaches pyarrow's HadoopFileSystem through the same
     adapter, and its failure (no libhdfs/Hadoop, or no namenode) is one clear error."""
-    with pytest.raises(StorageError, match=r"cannot open the filesystem of hdfs://127.0.0.1:1/d"):
+    with pytest.raises(
+        StorageError, match=r"cannot open the filesystem of hdfs://127.0.0.1:1/d"
+    ) as e:
         filesystem("hdfs://127.0.0.1:1/d")
+    assert "\n" not in str(e.value)  # one line, not libhdfs's list of places it looked
+
+
+def test_a_uri_is_only_read(tmp_path: Path) -> None:
+    """Ranged reads (clamped at the end), listing and sizes work; every change is refused and
+    leaves the file as it was."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f.log").write_bytes(b"0123456789")
+    base = f"file://{tmp_path}/d"
+    fs = filesystem(base)
+    assert fs.listdir(base) == ["f.log"] and fs.is_dir(base) and not fs.exists(f"{base}/g")
+    assert fs.file_size(f"{base}/f.log") == 10
+    handle = fs.open(f"{base}/f.log")
+    assert handle.read_at(3, 4) == b"3456" and handle.read_at(8, 100) == b"89"
+    assert handle.read_at(10, 5) == b""
+    for attempt in (
+        lambda: handle.write_at(0, b"x"),
+        lambda: handle.truncate(0),
+        lambda: fs.remove(f"{base}/f.log"),
+        lambda: fs.rename(f"{base}/f.log", f"{base}/g.log"),
+        lambda: fs.open(f"{base}/new.log", create=True),
+    ):
+        with pytest.raises(StorageError, match="compactlog only reads from"):
+            attempt()
+    handle.close()
+    assert (tmp_path / "d" / "f.log").read_bytes() == b"0123456789"
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["f.log"]

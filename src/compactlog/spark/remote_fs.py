@@ -182,7 +182,14 @@ def _build(path: str, options: dict[str, str]) -> Any:
             )
         return pafs.LocalFileSystem()
     except (OSError, ValueError, TypeError) as exc:
-        raise StorageError(f"cannot open the filesystem of {path}: {exc}") from exc
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        hint = ""
+        if scheme in ("hdfs", "viewfs"):
+            hint = (
+                " (pyarrow's HDFS client needs JAVA_HOME, HADOOP_HOME and "
+                "CLASSPATH=$(hadoop classpath --glob) on the driver and every executor)"
+            )
+        raise StorageError(f"cannot open the filesystem of {path}: {first}{hint}") from exc
 
 
 def _arrow_path(uri: str) -> str:

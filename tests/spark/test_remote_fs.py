@@ -128,7 +128,12 @@ def _upload(options: dict[str, str], local: Path, prefix: str) -> str:
     """A plain copy of the tree under ``s3://BUCKET/prefix`` (as a backup job copies it)."""
     client = _client(options)
     client.create_dir(BUCKET)
-    pafs.copy_files(str(local), f"{BUCKET}/{prefix}", destination_filesystem=client)
+    # One object per file and no directory markers, as `aws s3 sync` leaves it: directories
+    # exist only as key prefixes.
+    for file in sorted(p for p in local.rglob("*") if p.is_file()):
+        key = f"{BUCKET}/{prefix}/{file.relative_to(local).as_posix()}"
+        with client.open_output_stream(key) as out:
+            out.write(file.read_bytes())
     return f"s3://{BUCKET}/{prefix}"
 
 

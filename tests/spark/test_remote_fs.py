@@ -330,3 +330,22 @@ def test_a_uri_is_only_read(tmp_path: Path) -> None:
     handle.close()
     assert (tmp_path / "d" / "f.log").read_bytes() == b"0123456789"
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["f.log"]
+
+
+def test_the_cli_report_reads_s3_with_storage_options(
+    spark: Any, data: Path, remote: str, s3: dict[str, str], tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from compactlog.cli.main import main
+    from compactlog.spark.report import read_json
+
+    out = tmp_path / "report.json"
+    args = ["--data-dir", remote, "spark", "report", "t", "--json", str(out), "--quiet"]
+    args += [a for name, value in s3.items() for a in ("--storage-option", f"{name}={value}")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert read_json(out) == partition_report(spark, data, "t")
+    bad = CliRunner().invoke(main, [*args[:5], "--storage-option", "fs.s3.endpoint"])
+    assert bad.exit_code == 2
+    assert "--storage-option must be NAME=VALUE, not 'fs.s3.endpoint'" in bad.output

@@ -258,6 +258,14 @@ def snapshot_command(
     help="The buffer the passes are counted for. Default: log.cleaner.dedupe.buffer.size "
     "(128 MiB).",
 )
+@click.option(
+    "--storage-option",
+    "storage_option",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="For a --data-dir s3://, hdfs:// or file:// URI: fs.s3.endpoint, fs.s3.region, "
+    "fs.s3.accessKey, ... (docs/spark.md); repeatable. Default: the AWS_* variables.",
+)
 @MASTER
 @DRIVER_MEMORY
 @QUIET
@@ -269,6 +277,7 @@ def report_command(
     before: str | None,
     json_path: str | None,
     dedupe_buffer_size: int | None,
+    storage_option: tuple[str, ...],
     master: str,
     driver_memory: str,
     quiet: bool,
@@ -288,6 +297,12 @@ def report_command(
     unreadable --before file, or a storage error.
     """
     path = state(ctx).require_data_dir()
+    storage = {}
+    for item in storage_option:
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip():
+            raise CliError(f"--storage-option must be NAME=VALUE, not {item!r}", EXIT_USAGE)
+        storage[name.strip()] = value
     spark = session(master, driver_memory)
     from compactlog.spark.report import (  # noqa: PLC0415
         partition_report,
@@ -299,7 +314,9 @@ def report_command(
 
     earlier = read_json(before) if before else None
     with _progress(spark, quiet).phase(f"report {topic or path}"):
-        reports = partition_report(spark, path, topic, dedupe_buffer_size=dedupe_buffer_size)
+        reports = partition_report(
+            spark, path, topic, dedupe_buffer_size=dedupe_buffer_size, storage_options=storage
+        )
     print_report(reports, title=f"compaction report of {topic or path}")
     if json_path:
         write_json(reports, json_path)

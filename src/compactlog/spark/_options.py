@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from compactlog.errors import CompactlogError, ConfigError
+from compactlog.spark.remote_fs import fs_options
 
 _COMMON_READ = (
     "path",
@@ -51,6 +52,9 @@ BATCH_WRITE = ("path", "topic", "compression")
 STREAM_WRITE = (*BATCH_WRITE, "sinkId", "checkpointLocation")
 #: Every name any of them takes: what ``DataSource.schema`` can check before it knows the use.
 ANY_USE = tuple(dict.fromkeys((*BATCH_READ, *STREAM_READ, *STREAM_WRITE)))
+
+#: The uses that take the storage options (``fs.*``: :mod:`compactlog.spark.remote_fs`).
+_STORAGE_USES = ("a batch read", 'the "compactlog" format')
 
 _NO_END = "a stream has no end"
 #: Names valid elsewhere (or in Spark's Kafka source) with the reason they are refused here.
@@ -85,6 +89,9 @@ def check_options(options: Mapping[str, Any], known: Iterable[str], use: str) ->
     for key in sorted(options):
         name = str(key).lower()
         if name in canonical:
+            continue
+        if name.startswith("fs.") and use in _STORAGE_USES:
+            fs_options({key: options[key]})  # refuses an unknown fs.* name
             continue
         if name in refused:
             shown, why = refused[name]

@@ -27,13 +27,13 @@ from compactlog.errors import (
     StorageError,
     UnknownTopicOrPartitionError,
 )
+from compactlog.spark.remote_fs import filesystem
 from compactlog.spark.source import (
     _log_end_offset,
     _log_start_offsets,
     _partition_dirs,
     _segment_files,
 )
-from compactlog.storage.fs import ReadOnlyFileSystem
 from compactlog.storage.topic_catalog import read_topics_file
 from compactlog.storage.topic_names import validate_topic_name
 
@@ -61,7 +61,7 @@ def _topic_id(data_dir: str, topic: str) -> str | None:
     """The topic id from the store's topics file; None without a readable one (a data
     directory copied without it: recreation of the topic then goes unnoticed)."""
     try:
-        topics = read_topics_file(ReadOnlyFileSystem(), data_dir)
+        topics = read_topics_file(filesystem(data_dir), data_dir)
     except (StorageError, OSError):
         return None
     info = None if topics is None else topics.get(topic)
@@ -72,7 +72,7 @@ def topic_layout(data_dir: str, topic: str) -> TopicLayout:
     """Log start and log end offset of every partition of ``topic``, read as the ``compactlog``
     source reads them (segment files and the log-start-offset checkpoint; no lock)."""
     validate_topic_name(topic)
-    if not os.path.isdir(data_dir):
+    if not filesystem(data_dir).is_dir(data_dir):
         raise SnapshotError(f"data directory {data_dir!r} does not exist")
     dirs = {p: d for (t, p), d in _partition_dirs(data_dir).items() if t == topic}
     if not dirs:

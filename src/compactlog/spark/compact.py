@@ -61,6 +61,7 @@ from compactlog.cleaner.stats import MB
 from compactlog.errors import ConfigError, StorageError
 from compactlog.log_manager import LogManager
 from compactlog.storage.datadir import DataDirLock, PartitionJobs
+from compactlog.storage.fs import refuse_uri
 
 MODES = ("per-partition", "one-pass")
 Progress = Callable[[str], None]
@@ -115,6 +116,7 @@ def compact(
     if mode not in MODES:
         raise ConfigError(f"unknown compaction mode {mode!r}; expected one of {', '.join(MODES)}")
     say = progress or (lambda message: None)
+    refuse_uri(data_dir, "compaction")
     path = os.path.abspath(os.fspath(data_dir))
     if not os.path.isdir(path):
         raise StorageError(f"the data directory {path} does not exist")

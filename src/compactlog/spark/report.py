@@ -79,6 +79,7 @@ from compactlog.spark._gaps import (
 from compactlog.spark._partition_report import PartitionReport
 from compactlog.spark._report_chart import write_chart
 from compactlog.spark.datasource import register
+from compactlog.spark.remote_fs import configure, filesystem, fs_options, is_uri
 from compactlog.spark.source import log_reader
 from compactlog.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT
 from compactlog.storage.config import BrokerConfig, LogConfig
@@ -105,6 +106,7 @@ def partition_report(
     dedupe_buffer_size: int | None = None,
     config: Mapping[str, Any] | None = None,
     now: int | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> list[PartitionReport]:
     """Every partition of ``topic`` (default: of every topic) in ``data_dir``, by topic and
     partition.
@@ -114,11 +116,18 @@ def partition_report(
     as for :meth:`Store.open <compactlog.storage.store.Store.open>` (topic defaults such as
     ``log.cleaner.min.cleanable.ratio``, ``log.cleaner.threads``). ``now`` (epoch ms, default
     the wall clock) is the time of the next cleaning (``min.compaction.lag.ms``).
+    ``data_dir`` may be an ``s3://``, ``hdfs://`` or ``file://`` URI, read with the ``fs.*``
+    ``storage_options`` (see :mod:`compactlog.spark.remote_fs`), on the driver and executors.
 
     Raises :class:`~compactlog.errors.UnknownTopicOrPartitionError` for a topic the directory
     does not have and :class:`~compactlog.errors.StorageError` for a missing directory.
     """
-    path = os.path.abspath(os.fspath(data_dir))
+    path = os.fspath(data_dir)
+    storage = fs_options(storage_options or {})
+    if is_uri(path):
+        configure(path, storage)
+    else:
+        path = os.path.abspath(path)
     settings = dict(config or {})
     if dedupe_buffer_size is not None:
         settings["log.cleaner.dedupe.buffer.size"] = dedupe_buffer_size
@@ -130,7 +139,7 @@ def partition_report(
     if not files:
         return []
     register(spark)
-    records = _read(spark, path, files)
+    records = _read(spark, path, files, storage)
     stats, pieces = _aggregate(spark, records, files)
     log_starts = {(f.topic, f.partition): f.log_start_offset for f in files}
     gaps = join_pieces(pieces, log_starts)
@@ -143,7 +152,7 @@ def partition_report(
         s = stats.get(tp, _RecordStats())
         passes = math.ceil(s.dirty_keys / per_pass)
         if passes > 1:  # a lower bound: keys may recur after a pass boundary
-            passes = replay_passes(spark, path, files, f, per_pass)
+            passes = replay_passes(spark, path, files, f, per_pass, storage)
         reports.append(
             PartitionReport(
                 topic=f.topic,
@@ -173,7 +182,12 @@ def partition_report(
 
 
 def replay_passes(
-    spark: Any, data_dir: str, files: Sequence[_FileFigures], f: _FileFigures, per_pass: int
+    spark: Any,
+    data_dir: str,
+    files: Sequence[_FileFigures],
+    f: _FileFigures,
+    per_pass: int,
+    storage: Mapping[str, str] | None = None,
 ) -> int:
     """The cleanings Kafka's cleaner needs for ``f``'s dirty range with maps of ``per_pass``
     keys, replayed a pass at a time (spec 5.2). A pass starting at offset ``start`` puts the
@@ -186,7 +200,7 @@ def replay_passes(
     passes, start = 0, f.first_dirty_offset
     while start < f.first_uncleanable_offset:
         passes += 1
-        keyed = _range(spark, data_dir, files, f, start).where(F.col("key").isNotNull())
+        keyed = _range(spark, data_dir, files, f, start, storage).where(F.col("key").isNotNull())
         firsts = keyed.groupBy("key").agg(F.min("offset").alias("first"))
         full = firsts.orderBy("first").offset(per_pass - 1).limit(1).collect()
         if not full:
@@ -199,7 +213,12 @@ def replay_passes(
 
 
 def _range(
-    spark: Any, data_dir: str, files: Sequence[_FileFigures], f: _FileFigures, start: int
+    spark: Any,
+    data_dir: str,
+    files: Sequence[_FileFigures],
+    f: _FileFigures,
+    start: int,
+    storage: Mapping[str, str] | None = None,
 ) -> Any:
     """The records of ``f``'s partition in ``[start, first uncleanable)``, and nothing of the
     topic's other partitions (empty ranges at their log end)."""
@@ -208,6 +227,7 @@ def _range(
     starting[str(f.partition)], ending[str(f.partition)] = start, f.first_uncleanable_offset
     return (
         log_reader(spark)
+        .options(**dict(storage or {}))
         .option("subscribe", f.topic)
         .option("startingOffsets", json.dumps({f.topic: starting}))
         .option("endingOffsets", json.dumps({f.topic: ending}))
@@ -243,7 +263,8 @@ def _policy(config: LogConfig) -> str:
 def _file_figures(
     data_dir: str, topic: str | None, broker: BrokerConfig, now: int
 ) -> list[_FileFigures]:
-    topics = read_topics(data_dir, broker)
+    fs = filesystem(data_dir)
+    topics = read_topics(data_dir, broker, fs)
     if topic is not None:
         if topic not in topics:
             known = ", ".join(sorted(topics)) or "none"
@@ -251,14 +272,15 @@ def _file_figures(
                 f"unknown topic {topic!r} in {data_dir} (its topics: {known})"
             )
         topics = {topic: topics[topic]}
-    log_starts = read_checkpoint(data_dir, LOG_START_OFFSET_CHECKPOINT)
-    cleaner_checkpoints = read_checkpoint(data_dir, CLEANER_OFFSET_CHECKPOINT)
+    log_starts = read_checkpoint(data_dir, LOG_START_OFFSET_CHECKPOINT, fs)
+    cleaner_checkpoints = read_checkpoint(data_dir, CLEANER_OFFSET_CHECKPOINT, fs)
     figures = []
     for name, entry in sorted(topics.items()):
         config = entry.config
         for partition in range(entry.partitions):
             tp = (name, partition)
-            with read_only_log(data_dir, name, partition, config, log_starts.get(tp), now) as log:
+            opened = read_only_log(data_dir, name, partition, config, log_starts.get(tp), now, fs)
+            with opened as log:
                 if log is None:  # no segment yet: the store would create an empty one
                     start = end = fdo = fuo = log_starts.get(tp, 0)
                     size = clean = cleanable = 0
@@ -301,13 +323,16 @@ class _RecordStats:
     tombstones: int = 0
 
 
-def _read(spark: Any, data_dir: str, files: Sequence[_FileFigures]) -> Any:
+def _read(
+    spark: Any, data_dir: str, files: Sequence[_FileFigures], storage: Mapping[str, str]
+) -> Any:
     """The records of ``files``' partitions up to the log end offsets seen on the driver."""
     ending: dict[str, dict[str, int]] = {}
     for f in files:
         ending.setdefault(f.topic, {})[str(f.partition)] = f.log_end_offset
     return (
         log_reader(spark)
+        .options(**storage)
         .option("subscribe", ",".join(sorted(ending)))
         .option("endingOffsets", json.dumps(ending))
         .load(data_dir)

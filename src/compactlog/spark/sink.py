@@ -106,6 +106,7 @@ from compactlog.spark._staging import (
     write_journal,
 )
 from compactlog.storage.datadir import LOCK_FILE
+from compactlog.storage.fs import refuse_uri
 from compactlog.storage.partitioner import partition_for_key
 from compactlog.storage.store import Store
 
@@ -194,6 +195,7 @@ class SinkOptions:
             Compression.from_name(compression)
         except CompactlogError as exc:
             raise SinkError(f"option compression: {exc}") from exc
+        refuse_uri(path, "writing with the compactlog sink")
         return cls(os.path.abspath(path), topic, compression, uuid.uuid4().hex)
 
 

@@ -99,7 +99,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,7 +124,8 @@ from compactlog.spark._snapshot_plan import (
     plan_refresh,
     topic_layout,
 )
-from compactlog.storage.fs import OsFileSystem, write_file_atomically
+from compactlog.spark.remote_fs import configure, fs_options, is_uri
+from compactlog.storage.fs import OsFileSystem, refuse_uri, write_file_atomically
 from compactlog.storage.topic_catalog import TOPICS_FILE
 
 __all__ = [
@@ -200,10 +201,12 @@ def _locked(output_dir: str) -> Iterator[None]:
         os.close(fd)
 
 
-def _check_output_dir(output_dir: str, data_dir: str) -> None:
+def _check_output_dir(output_dir: str, data_dir: str | None) -> None:
+    """``data_dir`` None: the data is not local (a URI), so the output cannot lie inside it."""
     if os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise SnapshotError(f"output directory {output_dir} exists and is not a directory")
-    out, data = os.path.realpath(output_dir), os.path.realpath(data_dir)
+    out = os.path.realpath(output_dir)
+    data = out + os.sep + "-" if data_dir is None else os.path.realpath(data_dir)
     if os.path.commonpath([out, data]) == data or os.path.exists(
         os.path.join(output_dir, TOPICS_FILE)
     ):
@@ -234,19 +237,27 @@ def snapshot(
     full: bool = False,
     headers: bool = False,
     layout: FileLayout | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> SnapshotResult:
     """Build or refresh the snapshot table of ``topic`` in ``output_dir`` (module doc).
 
     ``full`` rebuilds from the log even when the previous snapshot could be refreshed;
     ``headers`` stores the records' headers too; ``layout`` sets row-group and file sizes.
     Raises :class:`SnapshotError` (or the store's :class:`UnknownTopicOrPartitionError`) for
-    bad input, before any Spark job.
+    bad input, before any Spark job. ``data_dir`` may be an ``s3://``, ``hdfs://`` or
+    ``file://`` URI, read with the ``fs.*`` ``storage_options``
+    (:mod:`compactlog.spark.remote_fs`); ``output_dir`` is local or mounted.
     """
+    refuse_uri(output_dir, "the snapshot job's output", "it publishes by rename under a lock")
     started = time.monotonic()
-    data = os.path.abspath(data_dir)
+    data = os.fspath(data_dir)
+    if is_uri(data):  # read through pyarrow.fs, on the driver and in every task
+        configure(data, fs_options(storage_options or {}))
+    else:
+        data = os.path.abspath(data)
     out = os.path.abspath(output_dir)
     log = topic_layout(data, topic)
-    _check_output_dir(out, data)
+    _check_output_dir(out, None if is_uri(data) else data)
     with _locked(out):
         previous: tuple[str, Manifest] | None = None
         why = ""
@@ -266,7 +277,9 @@ def snapshot(
         versions = _versions(out)
         version_dir = os.path.join(out, f"{VERSION_PREFIX}{max(versions, default=0) + 1:08d}")
         os.makedirs(version_dir)
-        written, counts = _run_job(spark, data, topic, plan, previous, version_dir, headers, layout)
+        written, counts = _run_job(
+            spark, data, topic, plan, previous, version_dir, headers, layout, storage_options
+        )
         new = Manifest(
             topic,
             log.topic_id,
@@ -346,6 +359,7 @@ def _run_job(
     version_dir: str,
     headers: bool,
     layout: FileLayout | None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> tuple[dict[int, list[tuple[str, int]]], tuple[int, int]]:
     """The Spark job (module doc); returns the files written per partition and
     ``(records read, keyless records)``."""
@@ -364,6 +378,7 @@ def _run_job(
         observation = Observation("compactlog-snapshot")
         new = (
             log_reader(spark)
+            .options(**dict(storage_options or {}))
             .option("subscribe", topic)
             .option("startingOffsets", json.dumps(starting))
             .option("endingOffsets", json.dumps(ending))

@@ -89,9 +89,10 @@ from compactlog.spark._options import (
     plain_error_generator,
     plain_errors,
 )
+from compactlog.spark.remote_fs import configure, filesystem
 from compactlog.storage.checkpoint import LOG_START_OFFSET_CHECKPOINT, parse_checkpoint
 from compactlog.storage.file_records import FileBatch, WalkEnd, iter_file_batches
-from compactlog.storage.fs import OsFileHandle
+from compactlog.storage.fs import FileHandle
 from compactlog.storage.topic_names import parse_partition_dir_name
 
 NAME = "compactlog"
@@ -189,6 +190,7 @@ class LogReader(DataSourceReader):
 
     @plain_error_generator
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        configure(self.path, self.options)  # in the executor: its own filesystem, from options
         if isinstance(partition, SegmentSplit):
             yield from read_split(partition, self.headers)
         # Otherwise nothing was planned (every range empty): Spark still runs one task, with
@@ -202,7 +204,8 @@ def _required_path(options: dict[str, str]) -> str:
     path = options.get("path")
     if not path:
         raise SparkSourceError("no data directory: use .load(data_dir)")
-    if not os.path.isdir(path):
+    configure(path, options)
+    if not filesystem(path).is_dir(path):
         raise SparkSourceError(f"data directory {path!r} does not exist")
     return path
 
@@ -231,10 +234,11 @@ def _int_option(options: dict[str, str], name: str, default: int, minimum: int) 
 
 def _partition_dirs(path: str) -> dict[tuple[str, int], str]:
     found: dict[tuple[str, int], str] = {}
-    for name in sorted(os.listdir(path)):
+    fs = filesystem(path)
+    for name in fs.listdir(path):
         parsed = parse_partition_dir_name(name)
         full = os.path.join(path, name)
-        if parsed is not None and os.path.isdir(full):
+        if parsed is not None and fs.is_dir(full):
             found[parsed] = full
     return found
 
@@ -468,18 +472,18 @@ def offset_for_timestamp(
 
 def _log_start_offsets(path: str) -> dict[tuple[str, int], int]:
     """The store's log-start-offset checkpoint (topic-partition -> offset), if any."""
-    try:
-        with open(os.path.join(path, LOG_START_OFFSET_CHECKPOINT), "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
+    fs = filesystem(path)
+    name = os.path.join(path, LOG_START_OFFSET_CHECKPOINT)
+    if not fs.exists(name):
         return {}
+    data = fs.read_file(name)
     return parse_checkpoint(data, LOG_START_OFFSET_CHECKPOINT)
 
 
 def _segment_files(directory: str) -> list[tuple[int, str]]:
     """``(base offset, path)`` of the partition's segments, by base offset."""
     segments = []
-    for name in os.listdir(directory):
+    for name in filesystem(directory).listdir(directory):
         stem, dot, ext = name.partition(".")
         if ext == "log" and dot and stem.isdigit() and len(stem) == 20:
             segments.append((int(stem), os.path.join(directory, name)))
@@ -494,7 +498,7 @@ def _log_end_offset(segments: list[tuple[int, str]]) -> int:
             last = batch_last
         if last >= 0:
             return last + 1
-        if os.path.getsize(path) == 0 and base > 0:
+        if filesystem(path).file_size(path) == 0 and base > 0:
             return base  # an empty active segment: the log ends where it starts
     return 0
 
@@ -575,7 +579,7 @@ def _file_batches(path: str, start: int = 0, *, sealed: bool = True) -> Iterator
     damage and raise, naming the file and the position, rather than hide the records after
     them.
     """
-    handle = OsFileHandle(path, os.open(path, os.O_RDONLY))
+    handle = filesystem(path).open(path)
     try:
         walk = WalkEnd()
         yield from iter_file_batches(handle, start, stop=walk)
@@ -588,7 +592,7 @@ def _file_batches(path: str, start: int = 0, *, sealed: bool = True) -> Iterator
         handle.close()
 
 
-def _quiet_end(handle: OsFileHandle, walk: WalkEnd) -> bool:
+def _quiet_end(handle: FileHandle, walk: WalkEnd) -> bool:
     """A stop a live writer or pre-allocation explains: a torn tail, or zeros to the end."""
     if walk.torn:
         return True
@@ -740,9 +744,10 @@ def record_splits(part: PartitionRange, split_bytes: float, max_records: int) ->
 def read_split(split: SegmentSplit, headers: bool) -> Iterator[Any]:
     """Arrow record batches of the records of ``split`` in its offset range, a chunk at a time."""
     bounds = [split.start, *split.cuts, split.end]
-    with open(split.path, "rb") as f:
+    handle = filesystem(split.path).open(split.path)
+    try:
         for lo, hi in itertools.pairwise(bounds):
-            data = os.pread(f.fileno(), hi - lo, lo)
+            data = handle.read_at(lo, hi - lo)
             if len(data) != hi - lo:
                 raise SparkSourceError(
                     f"{split.path} is shorter than planned ({lo + len(data)} bytes, not "
@@ -755,6 +760,8 @@ def read_split(split: SegmentSplit, headers: bool) -> Iterator[Any]:
                     f"{split.path}: the batches at bytes {lo}..{hi} are damaged: {exc} (see "
                     "`compactlog salvage` and `compactlog quarantine`)"
                 ) from exc
+    finally:
+        handle.close()
 
 
 def _arrow_batches(data: bytes, split: SegmentSplit, headers: bool) -> Iterator[Any]:

@@ -120,6 +120,7 @@ from compactlog.spark.source import (
     timestamp_offsets,
     timestamp_strategy,
 )
+from compactlog.storage.fs import refuse_uri
 from compactlog.storage.segment import LOG_SUFFIX, SWAP_RANGE_SUFFIX, SWAP_SUFFIX
 
 logger = logging.getLogger("compactlog.spark.stream")
@@ -140,6 +141,11 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("compactlog")``: see the module docstring."""
 
     def __init__(self, options: dict[str, str], headers: bool) -> None:
+        refuse_uri(
+            options.get("path", ""),
+            "a streaming read",
+            "it follows segments by inode and name between micro-batches",
+        )
         check_options(options, STREAM_READ, "a streaming read")
         self.options = options
         self.headers = headers

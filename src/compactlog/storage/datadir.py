@@ -38,7 +38,7 @@ import os
 from collections.abc import Iterator
 
 from compactlog.errors import StorageError
-from compactlog.storage.fs import OsFileSystem, write_file_atomically
+from compactlog.storage.fs import OsFileSystem, refuse_uri, write_file_atomically
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
@@ -76,6 +76,7 @@ class DataDirLock:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        refuse_uri(path, "locking a data directory (to write, compact or serve it)")
         self.path = os.path.abspath(os.fspath(path))
         self._fd = -1
 

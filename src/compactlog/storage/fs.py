@@ -317,6 +317,23 @@ class ReadOnlyFileSystem(OsFileSystem):
         raise _refused("utime", path)
 
 
+def refuse_uri(
+    path: str | os.PathLike[str],
+    what: str,
+    why: str = "it renames, fsyncs and locks files, which object stores and HDFS do not offer "
+    "as a filesystem does",
+) -> None:
+    """Raise :class:`StorageError` if ``path`` is a URI (``s3://...``): ``what`` ("a data
+    directory store", ...) changes files in place, which needs local or mounted storage, and a
+    URI taken as a local path would create a directory named ``s3:`` instead."""
+    text = os.fspath(path)
+    if "://" in text:
+        raise StorageError(
+            f"{what} needs a local or mounted data directory, not {text}: {why} (s3://, "
+            "hdfs:// and file:// locations are for batch reads: the Spark source and report)"
+        )
+
+
 def _refused(op: str, path: str) -> StorageError:
     return StorageError(f"{op} {path!r} refused: the files are opened read-only")
 

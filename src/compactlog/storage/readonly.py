@@ -46,7 +46,7 @@ from compactlog.storage.checkpoint import (
     parse_checkpoint,
 )
 from compactlog.storage.config import BrokerConfig, LogConfig
-from compactlog.storage.fs import ReadOnlyFileSystem
+from compactlog.storage.fs import FileSystem, ReadOnlyFileSystem
 from compactlog.storage.local_log import LocalLog, segment_settings
 from compactlog.storage.log import Log
 from compactlog.storage.segment import LOG_SUFFIX, LogSegment
@@ -70,22 +70,26 @@ class TopicEntry:
     config: LogConfig
 
 
-def read_topics(data_dir: str, broker: BrokerConfig) -> dict[str, TopicEntry]:
-    """The store's topics with their effective configs (overrides over ``broker``'s defaults)."""
-    if not os.path.isdir(data_dir):
+def read_topics(
+    data_dir: str, broker: BrokerConfig, fs: FileSystem | None = None
+) -> dict[str, TopicEntry]:
+    """The store's topics with their effective configs (overrides over ``broker``'s defaults).
+    ``fs``: the filesystem that holds ``data_dir`` (default: the local one, read-only)."""
+    fs = fs or ReadOnlyFileSystem()
+    if not fs.is_dir(data_dir):
         raise StorageError(f"the data directory {data_dir} does not exist")
     try:
-        catalog = read_topics_file(ReadOnlyFileSystem(), data_dir)
+        catalog = read_topics_file(fs, data_dir)
     except StorageError as exc:
         # What the store does at open: the damaged file is set aside and the catalog rebuilt
         # from the partition directories' copies.
         logger.warning("%s; reading the partition directories' copies instead", exc)
         catalog = None
     if catalog is None:
-        return _adopted_topics(data_dir, broker)
+        return _adopted_topics(data_dir, broker, fs)
     # Topics the file lacks but whose partition directories keep a copy of their entry: the
     # store restores them at open.
-    restore_missing(ReadOnlyFileSystem(), data_dir, catalog, announce=False)
+    restore_missing(fs, data_dir, catalog, announce=False)
     topics = {}
     for name, info in catalog.items():
         try:
@@ -99,22 +103,27 @@ def read_topics(data_dir: str, broker: BrokerConfig) -> dict[str, TopicEntry]:
     return topics
 
 
-def _adopted_topics(data_dir: str, broker: BrokerConfig) -> dict[str, TopicEntry]:
+def _adopted_topics(data_dir: str, broker: BrokerConfig, fs: FileSystem) -> dict[str, TopicEntry]:
     """No topics file (a Kafka broker's log directory): what the store would adopt, the topics
     of Kafka's metadata log with their configs, other partition directories with defaults."""
-    adopted = adopt_catalog(ReadOnlyFileSystem(), data_dir, broker, announce=False)
+    adopted = adopt_catalog(fs, data_dir, broker, announce=False)
     return {
         name: TopicEntry(name, info.partitions, LogConfig.create(info.overrides, broker))
         for name, info in sorted(adopted.items())
     }
 
 
-def read_checkpoint(data_dir: str, name: str) -> dict[tuple[str, int], int]:
+def read_checkpoint(
+    data_dir: str, name: str, fs: FileSystem | None = None
+) -> dict[tuple[str, int], int]:
     """A checkpoint file's entries; missing or malformed reads as empty, as the store reads it."""
+    fs = fs or ReadOnlyFileSystem()
+    path = os.path.join(data_dir, name)
     try:
-        with open(os.path.join(data_dir, name), "rb") as f:
-            return parse_checkpoint(f.read(), name)
-    except (FileNotFoundError, MalformedCheckpointError):
+        if not fs.exists(path):
+            return {}
+        return parse_checkpoint(fs.read_file(path), name)
+    except MalformedCheckpointError:
         return {}
 
 
@@ -126,14 +135,13 @@ def read_only_log(
     config: LogConfig,
     log_start_checkpoint: int | None,
     now: int,
+    fs: FileSystem | None = None,
 ) -> Iterator[Log | None]:
     """The partition's log as the store would load it after a clean shutdown (None: it has no
-    segment file yet); its file handles are closed on exit."""
+    segment file yet); its file handles are closed on exit. ``fs`` as for :func:`read_topics`."""
+    fs = fs or ReadOnlyFileSystem()
     directory = os.path.join(data_dir, partition_dir_name(topic, partition))
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        names = []
+    names = fs.listdir(directory) if fs.is_dir(directory) else []
     bases = sorted(
         int(name[: -len(LOG_SUFFIX)])
         for name in names
@@ -142,7 +150,6 @@ def read_only_log(
     if not bases:
         yield None
         return
-    fs = ReadOnlyFileSystem()
     settings = segment_settings(config)
     segments: list[LogSegment] = []
     try:

@@ -87,7 +87,7 @@ from compactlog.storage.datadir import (
     read_broker_epoch,
 )
 from compactlog.storage.file_records import FileBatch
-from compactlog.storage.fs import FileSystem, OsFileSystem, write_file_atomically
+from compactlog.storage.fs import FileSystem, OsFileSystem, refuse_uri, write_file_atomically
 from compactlog.storage.kraft_metadata import METADATA_DIR
 from compactlog.storage.loader import LoadStats, load_log
 from compactlog.storage.log import Log
@@ -339,6 +339,7 @@ class Store:
                 f"clock must be a callable returning epoch milliseconds or None, not "
                 f"{_type_name(clock)} {_short(clock)}"
             )
+        refuse_uri(path, "opening a store (to write, compact or serve it)")
         _check_mapping("config", config)
         broker = BrokerConfig.from_dict(dict(config or {}))
         store = cls(

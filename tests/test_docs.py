@@ -390,7 +390,67 @@ def check_kafka_tools(block: Block) -> None:
         assert program in TOOLS or program in {"kcat", "cat"}, f"{block.where}: {program}?"
 
 
+def check_jars(block: Block) -> None:
+    """A Spark example that needs JVM jars from Maven Central (Spark's Kafka connector, an S3
+    server): every ``.jars/NAME`` it names (``format("kafka")`` names spark-kafka) has its
+    ``tests/jars/NAME/pom.xml``, which setup-env fetches, and a test uses those jars: the tests
+    run what the example shows."""
+    names = set(re.findall(r"\.jars/([\w.-]+)", block.source))
+    if 'format("kafka")' in block.source:
+        names.add("spark-kafka")
+    assert names, f"{block.where}: names no .jars/ directory"
+    tests = [t.read_text() for t in (ROOT / "tests").rglob("*.py")]
+    for name in names:
+        assert (ROOT / "tests" / "jars" / name / "pom.xml").is_file(), f"{block.where}: {name}?"
+        used = any(f"jars/{name}" in t or f'"{name}"' in t for t in tests)
+        assert used, f"{block.where}: no test uses .jars/{name}"
+
+
+def check_remote_fs(block: Block) -> None:
+    """Reading from an object store: the storage options the example gives are the reader's,
+    its locations use schemes the reader knows, and what it imports exists."""
+    from compactlog.spark.remote_fs import FS_OPTIONS, SCHEMES
+
+    for name in re.findall(r'"(fs\.[\w.]+)"', block.source):
+        assert name in FS_OPTIONS, f"{block.where}: no storage option {name}"
+    for scheme in re.findall(r'"(\w+)://', block.source):
+        assert scheme in SCHEMES or scheme in {"http", "https"}, f"{block.where}: {scheme}://?"
+    for module, names in re.findall(r"^from (compactlog[\w.]*) import (.+)$", block.source, re.M):
+        imported = __import__(module, fromlist=["_"])
+        for name in names.split(","):
+            assert hasattr(imported, name.strip()), f"{block.where}: no {module}.{name.strip()}"
+
+
+def check_commands(block: Block) -> None:
+    """Benchmarks and test runs given with ``python``: the files exist, each ``--option`` given
+    to a benchmark is in its ``--help``, and each ``-m`` marker of pytest is declared."""
+    markers = {m.split(":")[0] for m in pyproject()["tool"]["pytest"]["ini_options"]["markers"]}  # type: ignore[index]
+    lines = commands(block)
+    assert lines, f"{block.where}: no command to check"
+    for line in lines:
+        words = shlex.split(line)
+        assert words[0] == "python", f"{block.where}: {line}"
+        paths = [w for w in words if w.startswith(("tests/", "benchmarks/"))]
+        for path in paths:
+            assert (ROOT / path.split("::")[0]).exists(), f"{block.where}: no {path}"
+        if words[1:3] == ["-m", "pytest"]:
+            for i, word in enumerate(words):
+                if word == "-m" and words[i + 1] != "pytest":
+                    assert set(re.findall(r"\w+", words[i + 1])) - {"not", "and", "or"} <= markers
+            continue
+        [bench] = paths
+        shown = subprocess.run(
+            [sys.executable, str(ROOT / bench), "--help"], capture_output=True, text=True,
+            cwd=ROOT, check=True, timeout=120,
+        ).stdout  # fmt: skip
+        for option in (w.split("=")[0] for w in words if w.startswith("--")):
+            assert option in shown, f"{block.where}: {bench} has no {option}"
+
+
 CHECKS: dict[str, Callable[[Block], None]] = {
+    "jars": check_jars,
+    "remote-fs": check_remote_fs,
+    "commands": check_commands,
     "kafka-tools": check_kafka_tools,
     "top-commands": check_top_commands,
     "install": check_install,

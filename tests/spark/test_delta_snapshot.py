@@ -59,7 +59,7 @@ def _oracle(data: Path, topic: str = TOPIC) -> Rows:
                 if record.key is not None:
                     latest[(partition, record.key)] = record
     return {
-        k: (r.value, r.offset, r.timestamp, tuple((h[0], h[1]) for h in r.headers))
+        k: (r.value, r.offset, r.timestamp, tuple((h[0], h[1]) for h in r.headers) or None)
         for k, r in latest.items()
         if r.value is not None
     }
@@ -69,7 +69,7 @@ def _rows(table: pa.Table) -> Rows:
     rows: Rows = {}
     micros = table.column("timestamp").cast(pa.int64()).to_pylist()
     has_headers = "headers" in table.column_names
-    headers = table.column("headers").to_pylist() if has_headers else [[]] * table.num_rows
+    headers = table.column("headers").to_pylist() if has_headers else [None] * table.num_rows
     for key, value, partition, offset, ts, hs in zip(
         table.column("key").to_pylist(),
         table.column("value").to_pylist(),
@@ -84,7 +84,7 @@ def _rows(table: pa.Table) -> Rows:
             value,
             offset,
             ts // 1000,
-            tuple((h["key"], h["value"]) for h in hs),
+            None if hs is None else tuple((h["key"], h["value"]) for h in hs),
         )
     return rows
 
@@ -107,7 +107,7 @@ def _duckdb_rows(table: Path) -> Rows:
 def _check(data: Path, table: Path) -> Rows:
     expected = _oracle(data)
     if "headers" not in DeltaTable(str(table)).schema().to_arrow().names:
-        expected = {k: (*v[:3], ()) for k, v in expected.items()}
+        expected = {k: (*v[:3], None) for k, v in expected.items()}
     assert _deltars_rows(table) == expected
     assert _duckdb_rows(table) == expected
     return expected

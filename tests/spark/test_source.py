@@ -37,7 +37,7 @@ def _store_rows(data: Path, topic: str) -> list[tuple[Any, ...]]:
     with open_managed(data, ManualClock(NOW)) as store:
         for partition in range(store.partitions(topic)):
             for r in store.read(topic, partition, 0):
-                headers = [(k, v) for k, v in r.headers]
+                headers = [(k, v) for k, v in r.headers] or None  # none: null, as Spark's source
                 out.append((r.key, r.value, topic, partition, r.offset, r.timestamp, headers))
     return sorted(out, key=lambda row: (row[3], row[4]))
 
@@ -52,7 +52,7 @@ def _df_rows(df: Any) -> list[tuple[Any, ...]]:
             r.partition,
             r.offset,
             int(r.timestamp.timestamp() * 1000) if r.timestamp else None,
-            [(h.key, h.value) for h in r.headers],
+            None if r.headers is None else [(h.key, h.value) for h in r.headers],
         )
         for r in rows
     ]

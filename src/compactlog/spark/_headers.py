@@ -1,4 +1,5 @@
-"""Record headers as an Arrow ``list<struct<key string, value binary>>`` column.
+"""Record headers as an Arrow ``list<struct<key string, value binary>>`` column (null where a
+record has none).
 
 The decoder gives each record's first header position and header count (already validated:
 lengths fit, keys are UTF-8). One compiled walk finds every header's key and value; the
@@ -37,7 +38,9 @@ def _locate(
 
 
 def headers_array(columns: RecordColumns, rows: Any) -> Any:
-    """The headers of records ``rows`` of ``columns``."""
+    """The headers of records ``rows`` of ``columns``: null for a record without headers, as
+    Spark's own Kafka source gives it (``KafkaRecordToRowConverter``), so a query moves between
+    ``format("kafka")`` and ``format("compactlog")`` unchanged."""
     import pyarrow as pa  # noqa: PLC0415
 
     from compactlog.spark._arrow import binary_array, compiled  # noqa: PLC0415
@@ -63,4 +66,4 @@ def headers_array(columns: RecordColumns, rows: Any) -> Any:
     entries = pa.StructArray.from_arrays([keys, values], names=["key", "value"])
     offsets = np.zeros(len(counts) + 1, np.int32)
     np.cumsum(counts, out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), entries)
+    return pa.ListArray.from_arrays(pa.array(offsets), entries, mask=pa.array(counts == 0))

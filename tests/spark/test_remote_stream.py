@@ -170,6 +170,23 @@ def test_planned_splits_survive_the_sync_replacing_their_objects(
     assert sorted(rows) == on_disk
 
 
+def test_a_file_uri_is_followed_by_inode_as_a_local_path(tmp_path: Path) -> None:
+    """A ``file://`` directory may be live (a writer appending in place, changing the size and
+    modification time): its files keep being told apart by inode, and the stream reads what
+    the plain path's stream reads."""
+    data = tmp_path / "data"
+    _write(data, 0, 60)
+    rows = []
+    for path in (str(data), f"file://{data}"):
+        reader = LogStreamReader({"path": path}, False)
+        start = reader.initialOffset()
+        splits = reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))
+        assert splits and all(isinstance(s, StreamSplit) for s in splits)
+        assert all(isinstance(s.inode, int) for s in splits if isinstance(s, StreamSplit))
+        rows.append(sorted(r for split in splits for r in _offsets(reader, split)))
+    assert rows[0] == rows[1] and len(rows[0]) > 60
+
+
 def _offsets(reader: LogStreamReader, split: Any) -> list[tuple[int, int]]:
     """``(partition, offset)`` of each row of ``split``, read as an executor reads it."""
     return [

@@ -66,8 +66,9 @@ every reader; offsets deleted by retention are data loss (see ``failOnDataLoss``
 
 A data directory on ``s3://``, ``hdfs://`` or ``file://`` (a backup that a sync job keeps up to
 date; see :mod:`compactlog.spark.remote_fs`, whose ``fs.*`` options a streaming read takes too)
-is read the same way, through the read-only adapter: listings are one request per directory,
-and a file's identity is its size and modification time (whole seconds) instead of its inode,
+is read the same way, through the read-only adapter (a ``file://`` directory's files are still
+followed by inode, as they may be appended to in place). Listings are one request per
+directory, and an object's identity is its size and modification time (whole seconds),
 since an object is never changed in place, only replaced whole (by a longer one when the active
 segment grew, by a cleaned one after compaction). The walk over the last segment starts again
 when its object was replaced; a split whose object was replaced after planning is planned
@@ -93,6 +94,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -587,9 +589,10 @@ def _base_offset(split: SegmentSplit) -> int | None:
 
 def _read_head(path: str, position: int, size: int) -> bytes | None:
     """``size`` bytes of ``path`` at ``position`` (fewer at its end); ``None`` if it is gone."""
-    if not is_uri(path):
+    local = _local_path(path)
+    if local is not None:
         try:
-            with open(path, "rb") as f:
+            with open(local, "rb") as f:
                 return os.pread(f.fileno(), size, position)
         except FileNotFoundError:
             return None
@@ -606,14 +609,26 @@ def _read_head(path: str, position: int, size: int) -> bytes | None:
 def _listing(directory: str) -> dict[str, FileId | None]:
     """``{name: file id}`` of the entries of ``directory`` (``None``: gone while we looked; a
     URI's listing is one request and has no such entries)."""
-    if is_uri(directory):
+    local = _local_path(directory)
+    if local is None:
         fs = filesystem(directory)
         assert isinstance(fs, ArrowReadOnlyFileSystem)
         return dict(fs.list_objects(directory))
     found: dict[str, FileId | None] = {}
-    for name in os.listdir(directory):
-        found[name] = _inode_of(os.path.join(directory, name)) if _is_segment(name) else -1
+    for name in os.listdir(local):
+        found[name] = _inode_of(os.path.join(local, name)) if _is_segment(name) else -1
     return found
+
+
+def _local_path(path: str) -> str | None:
+    """Where ``path`` is on this machine's filesystem: itself, or a ``file://`` URI's path
+    (whose files have inodes, and may be appended to in place by a live writer); ``None`` for
+    an object store or HDFS."""
+    if not is_uri(path):
+        return path
+    if path.split("://", 1)[0].lower() == "file":
+        return urlsplit(path).path
+    return None
 
 
 def _is_segment(name: str) -> bool:
@@ -661,13 +676,14 @@ def _inode(path: str) -> FileId:
 
 
 def _file_id_and_size(path: str) -> tuple[FileId, int] | None:
-    if is_uri(path):
+    local = _local_path(path)
+    if local is None:
         fs = filesystem(path)
         assert isinstance(fs, ArrowReadOnlyFileSystem)
         found = fs.object_id(path)
         return None if found is None else (found, found[0])
     try:
-        stat = os.stat(path)
+        stat = os.stat(local)
     except FileNotFoundError:
         return None
     return stat.st_ino, stat.st_size

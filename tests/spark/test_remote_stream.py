@@ -23,6 +23,7 @@ pytest.importorskip("pyarrow")
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
+from compactlog.errors import ConfigError
 from compactlog.spark.datasource import register
 from compactlog.spark.stream import LogStreamReader, StreamSplit, _inode, offsets_from_json
 from tests.conftest import ManualClock
@@ -217,3 +218,10 @@ def test_damage_in_an_object_stops_the_stream_as_locally(
         messages.append(text[text.index(where) + len(where) :].splitlines()[0])
     assert messages[0] == messages[1]
     assert "the batches at bytes" in messages[0]
+
+
+def test_a_streaming_read_takes_the_storage_options_and_refuses_unknown_ones() -> None:
+    with pytest.raises(ConfigError, match=r"unknown storage option fs\.s3\.endpiont; the storage"):
+        LogStreamReader({"path": "s3://backups/d", "fs.s3.endpiont": "http://x"}, False)
+    with pytest.raises(ConfigError, match=r"fs\.s3\.checksums must be one of"):
+        LogStreamReader({"path": "s3://backups/d", "fs.s3.checksums": "never"}, False)

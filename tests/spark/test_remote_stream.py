@@ -171,6 +171,28 @@ def test_planned_splits_survive_the_sync_replacing_their_objects(
     assert sorted(rows) == on_disk
 
 
+def test_the_log_end_follows_the_active_segment_replaced_by_a_longer_object(
+    s3: dict[str, str], tmp_path: Path
+) -> None:
+    """No roll between the syncs: the last segment keeps its name, its object gets longer, and
+    the reader's walk over it (kept between micro-batches) starts again on the new object."""
+    data, prefix = tmp_path / "data", "tail/data"
+    uploaded: dict[str, bytes] = {}
+    uri = f"s3://{remote_fs_tests.BUCKET}/{prefix}"
+    with open_managed(data, ManualClock(NOW)) as store:
+        store.create_topic("a", 1)
+        store.append("a", 0, [(b"k", b"v%d" % i) for i in range(5)])
+    _sync(s3, data, prefix, uploaded)
+    reader = LogStreamReader({"path": uri, **{k.lower(): v for k, v in s3.items()}}, False)
+    start = reader.initialOffset()
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 5}}
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 5}}  # resumed walk
+    with open_managed(data, ManualClock(NOW)) as store:
+        store.append("a", 0, [(b"k", b"w%d" % i) for i in range(3)])
+    assert "a-0/00000000000000000000.log" in _sync(s3, data, prefix, uploaded)
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 8}}
+
+
 def test_a_file_uri_is_followed_by_inode_as_a_local_path(tmp_path: Path) -> None:
     """A ``file://`` directory may be live (a writer appending in place, changing the size and
     modification time): its files keep being told apart by inode, and the stream reads what

@@ -54,7 +54,7 @@ STREAM_WRITE = (*BATCH_WRITE, "sinkId", "checkpointLocation")
 ANY_USE = tuple(dict.fromkeys((*BATCH_READ, *STREAM_READ, *STREAM_WRITE)))
 
 #: The uses that take the storage options (``fs.*``: :mod:`compactlog.spark.remote_fs`).
-_STORAGE_USES = ("a batch read", 'the "compactlog" format')
+_STORAGE_USES = ("a batch read", "a streaming read", 'the "compactlog" format')
 
 _NO_END = "a stream has no end"
 #: Names valid elsewhere (or in Spark's Kafka source) with the reason they are refused here.

@@ -293,6 +293,30 @@ class ArrowReadOnlyFileSystem:
             raise StorageError(f"cannot list {path}: {exc}") from exc
         return sorted(info.base_name for info in infos)
 
+    def list_objects(self, path: str) -> dict[str, tuple[int, int]]:
+        """``{name: (size, modification time in whole seconds)}`` of the files directly under
+        ``path``, from one listing (one ``ListObjects`` on S3). Objects are replaced, never
+        changed in place, so the pair tells a replaced object from the one listed before (whole
+        seconds: S3 gives a listing milliseconds and a ``HEAD`` seconds). A missing directory
+        raises :class:`FileNotFoundError`, as :func:`os.listdir` does."""
+        from pyarrow.fs import FileSelector, FileType  # noqa: PLC0415
+
+        try:
+            infos = self._fs.get_file_info(FileSelector(_arrow_path(path)))
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise StorageError(f"cannot list {path}: {exc}") from exc
+        return {info.base_name: _object_id(info) for info in infos if info.type == FileType.File}
+
+    def object_id(self, path: str) -> tuple[int, int] | None:
+        """``(size, modification time in whole seconds)`` of the file at ``path`` (as
+        :meth:`list_objects` gives it), or ``None`` if there is none."""
+        from pyarrow.fs import FileType  # noqa: PLC0415
+
+        info = self._info(path)
+        return _object_id(info) if info.type == FileType.File else None
+
     def file_size(self, path: str) -> int:
         info = self._info(path)
         if info.size is None:
@@ -329,6 +353,11 @@ class ArrowReadOnlyFileSystem:
 
     def set_mtime_ms(self, path: str, mtime_ms: int) -> None:
         raise _refused("touch", path)
+
+
+def _object_id(info: Any) -> tuple[int, int]:
+    mtime = -1 if info.mtime_ns is None else int(info.mtime_ns) // 1_000_000_000
+    return int(info.size or 0), mtime
 
 
 def _refused(op: str, path: str) -> StorageError:

@@ -9,7 +9,8 @@
              .trigger(availableNow=True)
              .start("out-dir"))
 
-The rows and the options are the batch source's (:mod:`compactlog.spark.source`), with these
+The data directory may be a URI (``s3://``, ``hdfs://``, ``file://``: read-only, see below). The
+rows and the options are the batch source's (:mod:`compactlog.spark.source`), with these
 differences, as Spark's Kafka source has them:
 
 * ``startingOffsets`` (``earliest``) also takes ``latest``; it applies only when a query starts
@@ -63,6 +64,20 @@ after the read); otherwise, the cleaner or retention got there first, it plans t
 sub-range again from the files as they are now. Records compacted away in between are gone for
 every reader; offsets deleted by retention are data loss (see ``failOnDataLoss``).
 
+A data directory on ``s3://``, ``hdfs://`` or ``file://`` (a backup that a sync job keeps up to
+date; see :mod:`compactlog.spark.remote_fs`, whose ``fs.*`` options a streaming read takes too)
+is read the same way, through the read-only adapter (a ``file://`` directory's files are still
+followed by inode, as they may be appended to in place). Listings are one request per
+directory, and an object's identity is its size and modification time (whole seconds),
+since an object is never changed in place, only replaced whole (by a longer one when the active
+segment grew, by a cleaned one after compaction). The walk over the last segment starts again
+when its object was replaced; a split whose object was replaced after planning is planned
+again, as above. A listing that holds swap files (a backup copied mid-swap) is waited on and
+then refused as locally. A sync in progress can show a rolled segment before the longer object
+of the segment before it: records of that older segment not yet uploaded are then below the
+micro-batch's end and are not read by a later one (upload segments in name order, or let the
+sync finish before a micro-batch runs: ``trigger(availableNow=True)`` after each sync).
+
 Exactly once: Spark records ``end`` before the micro-batch runs and passes it back as the next
 ``start``, so consecutive micro-batches tile the offset line; a micro-batch replayed after a
 restart is planned again from the same ``start`` and ``end`` and reads the same offsets (less
@@ -79,6 +94,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -96,6 +112,7 @@ from compactlog.spark._options import (
     plain_error_generator,
     plain_errors,
 )
+from compactlog.spark.remote_fs import ArrowReadOnlyFileSystem, configure, filesystem, is_uri
 from compactlog.spark.source import (
     DEFAULT_SPLIT_BYTES,
     EARLIEST,
@@ -120,13 +137,15 @@ from compactlog.spark.source import (
     timestamp_offsets,
     timestamp_strategy,
 )
-from compactlog.storage.fs import refuse_uri
 from compactlog.storage.segment import LOG_SUFFIX, SWAP_RANGE_SUFFIX, SWAP_SUFFIX
 
 logger = logging.getLogger("compactlog.spark.stream")
 
 TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, int]
+#: What tells a segment file from the one of the same name before it: the inode locally; for
+#: a URI (objects are replaced whole, never changed in place) its size and modification time.
+FileId = int | tuple[int, int]
 #: A cleaner's swap is a handful of renames; waiting this long for one to end means it died
 #: mid-swap (opening the store finishes the swap).
 SWAP_WAIT_SECONDS = 5.0
@@ -141,11 +160,6 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("compactlog")``: see the module docstring."""
 
     def __init__(self, options: dict[str, str], headers: bool) -> None:
-        refuse_uri(
-            options.get("path", ""),
-            "a streaming read",
-            "it follows segments by inode and name between micro-batches",
-        )
         check_options(options, STREAM_READ, "a streaming read")
         self.options = options
         self.headers = headers
@@ -302,18 +316,18 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not segments:
             return 0
         path = segments[-1][1]
-        try:
-            stat = os.stat(path)
-        except FileNotFoundError:
+        found = _file_id_and_size(path)
+        if found is None:
             return _log_end_offset(segments)
-        if tail is None or (tail.path, tail.inode) != (path, stat.st_ino):
-            tail = _Tail(path, stat.st_ino, 0, -1)
-        if stat.st_size < tail.position:
-            tail = _Tail(path, stat.st_ino, 0, -1)  # truncated (recovery): walk it again
+        inode, file_size = found
+        if tail is None or (tail.path, tail.inode) != (path, inode):
+            tail = _Tail(path, inode, 0, -1)
+        if file_size < tail.position:
+            tail = _Tail(path, inode, 0, -1)  # truncated (recovery): walk it again
         position, last = tail.position, tail.last
         for batch_position, size, batch_last in _walk_batches(path, position, sealed=False):
             position, last = batch_position + size, batch_last
-        self._tails[directory] = _Tail(path, stat.st_ino, position, last)
+        self._tails[directory] = _Tail(path, inode, position, last)
         return last + 1 if last >= 0 else _log_end_offset(segments)
 
     def _data_loss(self, message: str) -> None:
@@ -325,6 +339,7 @@ class LogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         split = partition
         assert isinstance(split, StreamSplit)
+        configure(self.path, self.options)  # in the executor: its own filesystem, from options
         yield from self._read(split, READ_ATTEMPTS)
 
     def _read(self, split: StreamSplit, attempts: int) -> list[Any]:
@@ -351,7 +366,7 @@ class _Tail:
     and the last offset before it (-1: none)."""
 
     path: str
-    inode: int
+    inode: FileId
     position: int
     last: int
 
@@ -361,7 +376,7 @@ class StreamSplit(SegmentSplit):
     """A :class:`SegmentSplit` whose ``[first, stop)`` is its own offset sub-range, with the
     segment's inode at planning and the partition directory to plan it again from."""
 
-    inode: int
+    inode: FileId
     directory: str
 
 
@@ -413,7 +428,7 @@ class RecordCursor:
     an offset at or after it starts there instead of at the segment's start."""
 
     path: str
-    inode: int
+    inode: FileId
     position: int
     base_offset: int
 
@@ -477,14 +492,15 @@ def advance_records(
     return stop
 
 
-def _cursor_holds(cursor: RecordCursor, listing: dict[str, int], first: int) -> bool:
+def _cursor_holds(cursor: RecordCursor, listing: dict[str, FileId], first: int) -> bool:
     """Whether ``cursor`` still points at the batch it names: same file and inode, at or
     before ``first``, and the bytes there start with its base offset (an inode number can be
     reused by a later segment of the same name)."""
     if cursor.base_offset > first or listing.get(os.path.basename(cursor.path)) != cursor.inode:
         return False
-    with open(cursor.path, "rb") as f:
-        data = os.pread(f.fileno(), _BASE_OFFSET.size, cursor.position)
+    data = _read_head(cursor.path, cursor.position, _BASE_OFFSET.size)
+    if data is None:
+        raise FileNotFoundError(cursor.path)
     return len(data) == _BASE_OFFSET.size and _BASE_OFFSET.unpack(data)[0] == cursor.base_offset
 
 
@@ -565,31 +581,84 @@ def plan_stream_splits(part: PartitionRange, split_bytes: int) -> tuple[list[Str
 
 
 def _base_offset(split: SegmentSplit) -> int | None:
-    try:
-        with open(split.path, "rb") as f:
-            data = os.pread(f.fileno(), _BASE_OFFSET.size, split.start)
-    except FileNotFoundError:
+    data = _read_head(split.path, split.start, _BASE_OFFSET.size)
+    if data is None:
         return None
     return _BASE_OFFSET.unpack(data)[0] if len(data) == _BASE_OFFSET.size else None
 
 
-def _stable_log_files(directory: str, deadline: float | None = None) -> dict[str, int]:
-    """``{segment file name: inode}`` of the ``.log`` files, from a listing taken while no
+def _read_head(path: str, position: int, size: int) -> bytes | None:
+    """``size`` bytes of ``path`` at ``position`` (fewer at its end); ``None`` if it is gone."""
+    local = _local_path(path)
+    if local is not None:
+        try:
+            with open(local, "rb") as f:
+                return os.pread(f.fileno(), size, position)
+        except FileNotFoundError:
+            return None
+    fs = filesystem(path)
+    if not fs.exists(path):
+        return None
+    handle = fs.open(path)
+    try:
+        return handle.read_at(position, size)
+    finally:
+        handle.close()
+
+
+def _listing(directory: str) -> dict[str, FileId | None]:
+    """``{name: file id}`` of the entries of ``directory`` (``None``: gone while we looked; a
+    URI's listing is one request and has no such entries)."""
+    local = _local_path(directory)
+    if local is None:
+        fs = filesystem(directory)
+        assert isinstance(fs, ArrowReadOnlyFileSystem)
+        return dict(fs.list_objects(directory))
+    found: dict[str, FileId | None] = {}
+    for name in os.listdir(local):
+        found[name] = _inode_of(os.path.join(local, name)) if _is_segment(name) else -1
+    return found
+
+
+def _local_path(path: str) -> str | None:
+    """Where ``path`` is on this machine's filesystem: itself, or a ``file://`` URI's path
+    (whose files have inodes, and may be appended to in place by a live writer); ``None`` for
+    an object store or HDFS."""
+    if not is_uri(path):
+        return path
+    if path.split("://", 1)[0].lower() == "file":
+        return urlsplit(path).path
+    return None
+
+
+def _is_segment(name: str) -> bool:
+    stem, dot, ext = name.partition(".")
+    return dot + ext == LOG_SUFFIX and stem.isdigit() and len(stem) == 20
+
+
+def _inode_of(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
+def _stable_log_files(directory: str, deadline: float | None = None) -> dict[str, FileId]:
+    """``{segment file name: file id}`` of the ``.log`` files, from a listing taken while no
     cleaner was swapping segments (a swap renames the old segments ``.deleted`` before the new
-    one gets its final name; a listing in between misses offsets)."""
+    one gets its final name; a listing in between misses offsets). A backup copied to an object
+    store mid-swap holds the swap files too: it is refused in the same way, as incomplete."""
     if deadline is None:
         deadline = time.monotonic() + SWAP_WAIT_SECONDS
     while True:
-        names = os.listdir(directory)
-        if not any(n.endswith((SWAP_SUFFIX, SWAP_RANGE_SUFFIX)) for n in names):
-            logs = {}
-            for name in names:
-                stem, dot, ext = name.partition(".")
-                if dot + ext == LOG_SUFFIX and stem.isdigit() and len(stem) == 20:
-                    try:
-                        logs[name] = os.stat(os.path.join(directory, name)).st_ino
-                    except FileNotFoundError:
+        entries = _listing(directory)
+        if not any(n.endswith((SWAP_SUFFIX, SWAP_RANGE_SUFFIX)) for n in entries):
+            logs: dict[str, FileId] = {}
+            for name, file_id in entries.items():
+                if _is_segment(name):
+                    if file_id is None:
                         break  # renamed while we looked: list again
+                    logs[name] = file_id
             else:
                 return dict(sorted(logs.items()))
         if time.monotonic() > deadline:
@@ -600,11 +669,24 @@ def _stable_log_files(directory: str, deadline: float | None = None) -> dict[str
         time.sleep(SWAP_POLL_SECONDS)
 
 
-def _inode(path: str) -> int:
+def _inode(path: str) -> FileId:
+    """The file id of ``path`` (see :data:`FileId`), ``-1`` if it is gone."""
+    found = _file_id_and_size(path)
+    return -1 if found is None else found[0]
+
+
+def _file_id_and_size(path: str) -> tuple[FileId, int] | None:
+    local = _local_path(path)
+    if local is None:
+        fs = filesystem(path)
+        assert isinstance(fs, ArrowReadOnlyFileSystem)
+        found = fs.object_id(path)
+        return None if found is None else (found, found[0])
     try:
-        return os.stat(path).st_ino
+        stat = os.stat(local)
     except FileNotFoundError:
-        return -1
+        return None
+    return stat.st_ino, stat.st_size
 
 
 def _read_if_unchanged(split: StreamSplit, headers: bool) -> list[Any] | None:

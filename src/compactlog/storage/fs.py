@@ -330,7 +330,8 @@ def refuse_uri(
     if "://" in text:
         raise StorageError(
             f"{what} needs a local or mounted data directory, not {text}: {why} (s3://, "
-            "hdfs:// and file:// locations are for batch reads: the Spark source and report)"
+            "hdfs:// and file:// locations are for reading: the Spark source, batch or "
+            "streaming, and the report)"
         )
 
 

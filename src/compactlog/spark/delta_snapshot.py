@@ -227,19 +227,19 @@ def _arrow_schema(headers: bool) -> Any:
     return pa.schema(fields)
 
 
-def _new_batch(
+def _latest(
     spark: Any, data_dir: str, topic: str, plan: RefreshPlan, headers: bool
-) -> tuple[Any, int, int]:
+) -> tuple[Any, Any]:
     """The latest record of every ``(partition, key)`` among ``[read_from, end)`` of each
-    partition, tombstones included, as a pyarrow Table; with ``(records read, keyless)``."""
+    partition, tombstones included, as a Spark DataFrame (None when there is nothing to read);
+    with the Observation that counts the records read and the keyless ones."""
     from pyspark.sql import Observation, Window  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     from compactlog.spark.source import log_reader  # noqa: PLC0415 - needs pyspark
 
-    schema = _arrow_schema(headers)
     if not any(p.read_from < p.end for p in plan.partitions):
-        return schema.empty_table(), 0, 0
+        return None, None
     # Every partition is named in both: one left out would be read from its log start.
     starting = {topic: {str(p.partition): p.read_from for p in plan.partitions}}
     ending = {topic: {str(p.partition): p.end for p in plan.partitions}}
@@ -265,10 +265,22 @@ def _new_batch(
         .where(F.col("_rank") == 1)
         .drop("_rank")
     )
-    batch = latest.toArrow()
+    return latest, observation
+
+
+def _counts(observation: Any) -> tuple[int, int]:
+    if observation is None:
+        return 0, 0
     metrics = observation.get
-    table = batch.select(schema.names).cast(schema)
-    return table, int(metrics.get("records", 0)), int(metrics.get("keyless", 0))
+    return int(metrics.get("records", 0)), int(metrics.get("keyless", 0))
+
+
+def _new_batch(latest: Any, headers: bool) -> Any:
+    """The deduplicated batch collected to the driver as a pyarrow Table (for the MERGE)."""
+    schema = _arrow_schema(headers)
+    if latest is None:
+        return schema.empty_table()
+    return latest.toArrow().select(schema.names).cast(schema)
 
 
 def _drop_predicate(plan: RefreshPlan) -> str | None:
@@ -297,13 +309,9 @@ def snapshot_delta(
     the table directory and ``partitions[p].files`` is empty. Raises :class:`SnapshotError`
     (or the store's :class:`UnknownTopicOrPartitionError`) for bad input, before any Spark job.
     """
-    import pyarrow.compute as pc  # noqa: PLC0415
-    from deltalake import (  # noqa: PLC0415
-        CommitProperties,
-        DeltaTable,
-        Transaction,
-        write_deltalake,
-    )
+    from deltalake import CommitProperties, DeltaTable, Transaction  # noqa: PLC0415
+
+    from compactlog.spark._delta_files import commit_files, write_files  # noqa: PLC0415
 
     started = time.monotonic()
     data = os.path.abspath(data_dir)
@@ -322,7 +330,7 @@ def snapshot_delta(
         plan = plan_refresh(log, manifest, full=full, headers=headers)
         if previous is not None and plan.unchanged(manifest):
             return _result(out, topic, plan, (0, 0), started, unchanged=True)
-        batch, records, keyless = _new_batch(spark, data, topic, plan, headers)
+        latest, observation = _latest(spark, data, topic, plan, headers)
         refresh = 1 if previous is None else previous.refresh + 1
         state = DeltaState(
             Manifest(
@@ -339,15 +347,15 @@ def snapshot_delta(
             app_transactions=[Transaction(_app_id(topic), refresh)],
         )
         if not plan.incremental or previous is None:
-            live = batch.filter(pc.is_valid(batch.column("value")))
-            write_deltalake(
-                out, live, mode="overwrite", schema_mode="overwrite", commit_properties=commit
-            )
+            # The executors write the data files; only their names and sizes reach the driver.
+            schema = _arrow_schema(headers)
+            adds = [] if latest is None else write_files(latest, out, schema)
+            commit_files(out, schema, adds, commit, exists=DeltaTable.is_deltatable(out))
         else:
             merger = (
                 DeltaTable(out)
                 .merge(
-                    batch,
+                    _new_batch(latest, headers),
                     "t.partition = s.partition AND t.key = s.key",
                     source_alias="s",
                     target_alias="t",
@@ -361,7 +369,7 @@ def snapshot_delta(
             if drop is not None:
                 merger = merger.when_not_matched_by_source_delete(drop)
             merger.execute()
-        return _result(out, topic, plan, (records, keyless), started, unchanged=False)
+        return _result(out, topic, plan, _counts(observation), started, unchanged=False)
 
 
 def _rows_per_partition(table_dir: str) -> dict[int, int]:

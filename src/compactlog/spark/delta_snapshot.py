@@ -21,7 +21,7 @@ No Delta Lake release runs on Spark 4.3. The newest, delta-spark 4.4.0 (Maven Ce
 every operation that loads a table's state (a read, a MERGE) fails with
 ``java.lang.NoSuchMethodError: 'void org.apache.spark.sql.execution.LogicalRDD.<init>(...)'``
 from ``org.apache.spark.sql.delta.util.StateCache``; its Python package (``delta-spark`` 4.4.1
-on PyPI) requires ``pyspark<=4.2.0``. So Spark computes what changed and the table is written
+on PyPI) requires ``pyspark<=4.2.0``. So Spark computes what changed and the table is committed
 by ``deltalake`` (delta-rs) on the driver. ``tests/spark/test_delta_snapshot.py`` pins the
 failure, so the first Delta release that runs here shows up as a failing test.
 
@@ -44,11 +44,15 @@ change of ``headers``), and reads only ``[read_from, end)`` of each partition wi
 ``compactlog`` source. Spark keeps, per ``(partition, key)``, the record of highest offset in
 that batch (``row_number()`` by offset descending: offsets are unique in a partition, so
 no ties, and no user field decides), tombstones included; the deduplicated batch, at most one
-row per key, is collected to the driver as Arrow, so Delta never sees two source rows for one
-target row. Then one Delta commit:
+row per key, so Delta never sees two source rows for one target row. Then one Delta commit:
 
-* a rebuild of the whole topic overwrites the table with the batch's live rows;
-* otherwise a MERGE on ``(partition, key)``: a matched row is deleted by a tombstone and
+* a rebuild of the whole topic (first run, ``full``, recreated topic, ...) overwrites the table
+  with the batch's live rows without passing them through the driver: the executors write the
+  Parquet data files into the table directory (:mod:`compactlog.spark._delta_files`) and return
+  only their names, sizes and statistics, and the driver commits them through delta-rs's
+  transaction API (the table's creation, or an overwrite that removes every previous file);
+* otherwise the batch (small: one row per key that changed) is collected to the driver as
+  Arrow and MERGEd on ``(partition, key)``: a matched row is deleted by a tombstone and
   replaced by a value (the batch is newer than every row: it starts where the table ended, or,
   for a rebuilt partition, it is the partition's whole log); an unmatched value is inserted; and
   rows not matched by the batch are deleted where the plan drops them (all rows of a rebuilt
@@ -63,7 +67,9 @@ table version it read, and delta-rs refuses it (``CommitFailedError``, "a concur
 added new data") when another commit touched the same data meanwhile; the txn version then
 tells the two refreshes apart. Nothing new and nothing pruned: no commit at all.
 
-Only local (or mounted) paths are accepted for the table: the lock is a local file.
+Only local (or mounted) paths are accepted for the table: the lock is a local file, and the
+executors write a full build's data files to the same path, so on a cluster it must be a mount
+every node shares.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ No Delta Lake release runs on Spark 4.3. The newest, delta-spark 4.4.0 (Maven Ce
 every operation that loads a table's state (a read, a MERGE) fails with
 ``java.lang.NoSuchMethodError: 'void org.apache.spark.sql.execution.LogicalRDD.<init>(...)'``
 from ``org.apache.spark.sql.delta.util.StateCache``; its Python package (``delta-spark`` 4.4.1
-on PyPI) requires ``pyspark<=4.2.0``. So Spark computes what changed and the table is written
+on PyPI) requires ``pyspark<=4.2.0``. So Spark computes what changed and the table is committed
 by ``deltalake`` (delta-rs) on the driver. ``tests/spark/test_delta_snapshot.py`` pins the
 failure, so the first Delta release that runs here shows up as a failing test.
 
@@ -44,11 +44,15 @@ change of ``headers``), and reads only ``[read_from, end)`` of each partition wi
 ``compactlog`` source. Spark keeps, per ``(partition, key)``, the record of highest offset in
 that batch (``row_number()`` by offset descending: offsets are unique in a partition, so
 no ties, and no user field decides), tombstones included; the deduplicated batch, at most one
-row per key, is collected to the driver as Arrow, so Delta never sees two source rows for one
-target row. Then one Delta commit:
+row per key, so Delta never sees two source rows for one target row. Then one Delta commit:
 
-* a rebuild of the whole topic overwrites the table with the batch's live rows;
-* otherwise a MERGE on ``(partition, key)``: a matched row is deleted by a tombstone and
+* a rebuild of the whole topic (first run, ``full``, recreated topic, ...) overwrites the table
+  with the batch's live rows without passing them through the driver: the executors write the
+  Parquet data files into the table directory (:mod:`compactlog.spark._delta_files`) and return
+  only their names, sizes and statistics, and the driver commits them through delta-rs's
+  transaction API (the table's creation, or an overwrite that removes every previous file);
+* otherwise the batch (small: one row per key that changed) is collected to the driver as
+  Arrow and MERGEd on ``(partition, key)``: a matched row is deleted by a tombstone and
   replaced by a value (the batch is newer than every row: it starts where the table ended, or,
   for a rebuilt partition, it is the partition's whole log); an unmatched value is inserted; and
   rows not matched by the batch are deleted where the plan drops them (all rows of a rebuilt
@@ -63,7 +67,9 @@ table version it read, and delta-rs refuses it (``CommitFailedError``, "a concur
 added new data") when another commit touched the same data meanwhile; the txn version then
 tells the two refreshes apart. Nothing new and nothing pruned: no commit at all.
 
-Only local (or mounted) paths are accepted for the table: the lock is a local file.
+Only local (or mounted) paths are accepted for the table: the lock is a local file, and the
+executors write a full build's data files to the same path, so on a cluster it must be a mount
+every node shares.
 """
 
 from __future__ import annotations
@@ -227,19 +233,19 @@ def _arrow_schema(headers: bool) -> Any:
     return pa.schema(fields)
 
 
-def _new_batch(
+def _latest(
     spark: Any, data_dir: str, topic: str, plan: RefreshPlan, headers: bool
-) -> tuple[Any, int, int]:
+) -> tuple[Any, Any]:
     """The latest record of every ``(partition, key)`` among ``[read_from, end)`` of each
-    partition, tombstones included, as a pyarrow Table; with ``(records read, keyless)``."""
+    partition, tombstones included, as a Spark DataFrame (None when there is nothing to read);
+    with the Observation that counts the records read and the keyless ones."""
     from pyspark.sql import Observation, Window  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     from compactlog.spark.source import log_reader  # noqa: PLC0415 - needs pyspark
 
-    schema = _arrow_schema(headers)
     if not any(p.read_from < p.end for p in plan.partitions):
-        return schema.empty_table(), 0, 0
+        return None, None
     # Every partition is named in both: one left out would be read from its log start.
     starting = {topic: {str(p.partition): p.read_from for p in plan.partitions}}
     ending = {topic: {str(p.partition): p.end for p in plan.partitions}}
@@ -265,10 +271,22 @@ def _new_batch(
         .where(F.col("_rank") == 1)
         .drop("_rank")
     )
-    batch = latest.toArrow()
+    return latest, observation
+
+
+def _counts(observation: Any) -> tuple[int, int]:
+    if observation is None:
+        return 0, 0
     metrics = observation.get
-    table = batch.select(schema.names).cast(schema)
-    return table, int(metrics.get("records", 0)), int(metrics.get("keyless", 0))
+    return int(metrics.get("records", 0)), int(metrics.get("keyless", 0))
+
+
+def _new_batch(latest: Any, headers: bool) -> Any:
+    """The deduplicated batch collected to the driver as a pyarrow Table (for the MERGE)."""
+    schema = _arrow_schema(headers)
+    if latest is None:
+        return schema.empty_table()
+    return latest.toArrow().select(schema.names).cast(schema)
 
 
 def _drop_predicate(plan: RefreshPlan) -> str | None:
@@ -297,13 +315,9 @@ def snapshot_delta(
     the table directory and ``partitions[p].files`` is empty. Raises :class:`SnapshotError`
     (or the store's :class:`UnknownTopicOrPartitionError`) for bad input, before any Spark job.
     """
-    import pyarrow.compute as pc  # noqa: PLC0415
-    from deltalake import (  # noqa: PLC0415
-        CommitProperties,
-        DeltaTable,
-        Transaction,
-        write_deltalake,
-    )
+    from deltalake import CommitProperties, DeltaTable, Transaction  # noqa: PLC0415
+
+    from compactlog.spark._delta_files import commit_files, write_files  # noqa: PLC0415
 
     started = time.monotonic()
     data = os.path.abspath(data_dir)
@@ -322,7 +336,7 @@ def snapshot_delta(
         plan = plan_refresh(log, manifest, full=full, headers=headers)
         if previous is not None and plan.unchanged(manifest):
             return _result(out, topic, plan, (0, 0), started, unchanged=True)
-        batch, records, keyless = _new_batch(spark, data, topic, plan, headers)
+        latest, observation = _latest(spark, data, topic, plan, headers)
         refresh = 1 if previous is None else previous.refresh + 1
         state = DeltaState(
             Manifest(
@@ -339,15 +353,15 @@ def snapshot_delta(
             app_transactions=[Transaction(_app_id(topic), refresh)],
         )
         if not plan.incremental or previous is None:
-            live = batch.filter(pc.is_valid(batch.column("value")))
-            write_deltalake(
-                out, live, mode="overwrite", schema_mode="overwrite", commit_properties=commit
-            )
+            # The executors write the data files; only their names and sizes reach the driver.
+            schema = _arrow_schema(headers)
+            adds = [] if latest is None else write_files(latest, out, schema)
+            commit_files(out, schema, adds, commit, exists=DeltaTable.is_deltatable(out))
         else:
             merger = (
                 DeltaTable(out)
                 .merge(
-                    batch,
+                    _new_batch(latest, headers),
                     "t.partition = s.partition AND t.key = s.key",
                     source_alias="s",
                     target_alias="t",
@@ -361,7 +375,7 @@ def snapshot_delta(
             if drop is not None:
                 merger = merger.when_not_matched_by_source_delete(drop)
             merger.execute()
-        return _result(out, topic, plan, (records, keyless), started, unchanged=False)
+        return _result(out, topic, plan, _counts(observation), started, unchanged=False)
 
 
 def _rows_per_partition(table_dir: str) -> dict[int, int]:

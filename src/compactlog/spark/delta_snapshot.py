@@ -91,12 +91,12 @@ from compactlog.spark._snapshot_plan import (
     topic_layout,
 )
 from compactlog.spark.snapshot import (
-    PartitionResult,
     SnapshotResult,
     _check_output_dir,
     _columns,
     _data_schema,
     _locked,
+    snapshot_result,
 )
 
 __all__ = [
@@ -402,33 +402,7 @@ def _result(
     unchanged: bool,
 ) -> SnapshotResult:
     rows = _rows_per_partition(table_dir)
-    incremental = plan.incremental
-    reason = plan.reason
-    if not incremental and reason is None:
-        reason = "; ".join(f"partition {p.partition}: {p.rebuilt}" for p in plan.partitions)
-    return SnapshotResult(
-        topic=topic,
-        version_path=table_dir,
-        incremental=incremental,
-        reason=None if incremental else reason,
-        unchanged=unchanged,
-        rows=sum(rows.values()),
-        records_read=counts[0],
-        keyless_records=counts[1],
-        partitions={
-            p.partition: PartitionResult(
-                p.partition,
-                p.log_start,
-                p.end,
-                p.end if unchanged else p.read_from,
-                rows.get(p.partition, 0),
-                (),
-                p.rebuilt,
-            )
-            for p in plan.partitions
-        },
-        elapsed_secs=time.monotonic() - started,
-    )
+    return snapshot_result(topic, table_dir, plan, rows, {}, counts, started, unchanged=unchanged)
 
 
 def read_delta_snapshot(spark: Any, table_dir: str | os.PathLike[str]) -> Any:

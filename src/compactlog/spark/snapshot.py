@@ -308,17 +308,37 @@ def _result(
     *,
     unchanged: bool,
 ) -> SnapshotResult:
+    rows = {p: m.rows for p, m in manifest.partitions.items()}
+    files = {p: m.files for p, m in manifest.partitions.items()}
+    return snapshot_result(
+        topic, version_dir, plan, rows, files, counts, started, unchanged=unchanged
+    )
+
+
+def snapshot_result(
+    topic: str,
+    path: str,
+    plan: RefreshPlan,
+    rows: dict[int, int],
+    files: dict[int, tuple[str, ...]],
+    counts: tuple[int, int],
+    started: float,
+    *,
+    unchanged: bool,
+) -> SnapshotResult:
+    """What a snapshot run did, whatever its format: ``rows`` and ``files`` per partition as
+    the table now holds them, ``counts`` the records read and the keyless ones among them."""
     incremental = plan.incremental
     reason = plan.reason
     if not incremental and reason is None:
         reason = "; ".join(f"partition {p.partition}: {p.rebuilt}" for p in plan.partitions)
     return SnapshotResult(
         topic=topic,
-        version_path=version_dir,
+        version_path=path,
         incremental=incremental,
         reason=None if incremental else reason,
         unchanged=unchanged,
-        rows=manifest.rows,
+        rows=sum(rows.values()),
         records_read=counts[0],
         keyless_records=counts[1],
         partitions={
@@ -327,8 +347,8 @@ def _result(
                 p.log_start,
                 p.end,
                 p.end if unchanged else p.read_from,
-                manifest.partitions[p.partition].rows,
-                manifest.partitions[p.partition].files,
+                rows.get(p.partition, 0),
+                files.get(p.partition, ()),
                 p.rebuilt,
             )
             for p in plan.partitions

@@ -96,6 +96,7 @@ from compactlog.spark.snapshot import (
     _columns,
     _data_schema,
     _locked,
+    new_records,
     snapshot_result,
 )
 
@@ -239,29 +240,13 @@ def _latest(
     """The latest record of every ``(partition, key)`` among ``[read_from, end)`` of each
     partition, tombstones included, as a Spark DataFrame (None when there is nothing to read);
     with the Observation that counts the records read and the keyless ones."""
-    from pyspark.sql import Observation, Window  # noqa: PLC0415
+    from pyspark.sql import Window  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
-
-    from compactlog.spark.source import log_reader  # noqa: PLC0415 - needs pyspark
 
     if not any(p.read_from < p.end for p in plan.partitions):
         return None, None
-    # Every partition is named in both: one left out would be read from its log start.
-    starting = {topic: {str(p.partition): p.read_from for p in plan.partitions}}
-    ending = {topic: {str(p.partition): p.end for p in plan.partitions}}
-    observation = Observation("compactlog-delta-snapshot")
-    records = (
-        log_reader(spark)
-        .option("subscribe", topic)
-        .option("startingOffsets", json.dumps(starting))
-        .option("endingOffsets", json.dumps(ending))
-        .option("includeHeaders", "true" if headers else "false")
-        .load(data_dir)
-        .observe(
-            observation,
-            F.count(F.lit(1)).alias("records"),
-            F.count_if(F.col("key").isNull()).alias("keyless"),
-        )
+    records, observation = new_records(
+        spark, data_dir, topic, plan, headers, "compactlog-delta-snapshot"
     )
     newest = Window.partitionBy("partition", "key").orderBy(F.col("offset").desc())
     latest = (

@@ -298,6 +298,44 @@ def snapshot(
         return _result(topic, version_dir, plan, new, counts, started, unchanged=False)
 
 
+def new_records(
+    spark: Any,
+    data_dir: str,
+    topic: str,
+    plan: RefreshPlan,
+    headers: bool,
+    name: str,
+    storage_options: Mapping[str, str] | None = None,
+) -> tuple[Any, Any]:
+    """The records a refresh reads (each partition's ``[read_from, end)``, tombstones and
+    keyless records included), and the Observation named ``name`` that counts them and the
+    keyless ones."""
+    from pyspark.sql import Observation  # noqa: PLC0415
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    from compactlog.spark.source import log_reader  # noqa: PLC0415 - needs pyspark
+
+    # Every partition is named in both: one left out would be read from its log start.
+    starting = {topic: {str(p.partition): p.read_from for p in plan.partitions}}
+    ending = {topic: {str(p.partition): p.end for p in plan.partitions}}
+    observation = Observation(name)
+    records = (
+        log_reader(spark)
+        .options(**dict(storage_options or {}))
+        .option("subscribe", topic)
+        .option("startingOffsets", json.dumps(starting))
+        .option("endingOffsets", json.dumps(ending))
+        .option("includeHeaders", "true" if headers else "false")
+        .load(data_dir)
+        .observe(
+            observation,
+            F.count(F.lit(1)).alias("records"),
+            F.count_if(F.col("key").isNull()).alias("keyless"),
+        )
+    )
+    return records, observation
+
+
 def _result(
     topic: str,
     version_dir: str,
@@ -383,32 +421,15 @@ def _run_job(
 ) -> tuple[dict[int, list[tuple[str, int]]], tuple[int, int]]:
     """The Spark job (module doc); returns the files written per partition and
     ``(records read, keyless records)``."""
-    from pyspark.sql import Observation, Window  # noqa: PLC0415
+    from pyspark.sql import Window  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
-
-    from compactlog.spark.source import log_reader  # noqa: PLC0415 - needs pyspark
 
     columns = _columns(headers)
     frames = []
     observation = None
     if any(p.read_from < p.end for p in plan.partitions):
-        # Every partition is named in both: one left out would be read from its log start.
-        starting = {topic: {str(p.partition): p.read_from for p in plan.partitions}}
-        ending = {topic: {str(p.partition): p.end for p in plan.partitions}}
-        observation = Observation("compactlog-snapshot")
-        new = (
-            log_reader(spark)
-            .options(**dict(storage_options or {}))
-            .option("subscribe", topic)
-            .option("startingOffsets", json.dumps(starting))
-            .option("endingOffsets", json.dumps(ending))
-            .option("includeHeaders", "true" if headers else "false")
-            .load(data_dir)
-            .observe(
-                observation,
-                F.count(F.lit(1)).alias("records"),
-                F.count_if(F.col("key").isNull()).alias("keyless"),
-            )
+        new, observation = new_records(
+            spark, data_dir, topic, plan, headers, "compactlog-snapshot", storage_options
         )
         frames.append(new.where(F.col("key").isNotNull()).select(*columns))
     if previous is not None:
